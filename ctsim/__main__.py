@@ -1,0 +1,3 @@
+from ctsim.cli import main
+
+main()

@@ -1,0 +1,108 @@
+"""Cilium's periodic CT garbage collection and its adaptive interval.
+
+Sources: ``pkg/maps/ctmap/ctmap.go`` (``GetInterval``, ``calculateInterval``)
+and ``pkg/maps/ctmap/gc/gc.go`` (``runGC``) in 1.16; spec §3. The delete ratio
+is deleted entries over the map's *capacity*, which is why a large, quiet map
+drifts to the 12 h cap while expired entries pile up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, field
+
+import simpy
+
+CONNTRACK_GC_STARTING_INTERVAL = 5 * 60.0  # defaults.ConntrackGCStartingInterval
+CONNTRACK_GC_MIN_INTERVAL = 10.0  # defaults.ConntrackGCMinInterval
+CONNTRACK_GC_MAX_LRU_INTERVAL = 12 * 3600.0  # defaults.ConntrackGCMaxLRUInterval
+
+_NS = 1_000_000_000
+
+
+def _round_second(ns: int) -> int:
+    """Go's ``Duration.Round(time.Second)``: halves round away from zero."""
+    q, r = divmod(abs(ns), _NS)
+    if r * 2 >= _NS:
+        q += 1
+    return (q if ns >= 0 else -q) * _NS
+
+
+def calculate_interval(prev_interval_s: float, max_delete_ratio: float) -> float:
+    """``calculateInterval``: the next GC interval from the previous one and the ratio."""
+    interval = round(prev_interval_s * _NS)
+    if max_delete_ratio == 0.0:
+        return interval / _NS
+    if max_delete_ratio > 0.25:
+        ratio = min(max_delete_ratio, 0.9)
+        # Go: time.Duration(float64(interval) * (1.0 - ratio)) truncates, then rounds.
+        interval = _round_second(int(float(interval) * (1.0 - ratio)))
+        interval = max(interval, int(CONNTRACK_GC_MIN_INTERVAL * _NS))
+    elif max_delete_ratio < 0.05:
+        interval = _round_second(int(float(interval) * 1.5))
+        interval = min(interval, int(CONNTRACK_GC_MAX_LRU_INTERVAL * _NS))
+    return interval / _NS
+
+
+@dataclass
+class GCPolicy:
+    """``conntrack-gc-interval`` (fixed when > 0) and ``conntrack-gc-max-interval``."""
+
+    fixed_interval: float = 0.0
+    max_interval: float = 0.0
+
+    def get_interval(self, expected_prev: float, actual_prev: float, max_delete_ratio: float) -> float:
+        """``GetInterval``: scales the ratio up after an early pass, then adapts."""
+        if self.fixed_interval > 0:
+            return self.fixed_interval
+        if 0 < actual_prev < expected_prev:
+            max_delete_ratio *= expected_prev / actual_prev
+        interval = calculate_interval(expected_prev, max_delete_ratio)
+        if self.max_interval > 0 and interval > self.max_interval:
+            interval = self.max_interval
+        return interval
+
+
+@dataclass
+class GCPass:
+    start: float
+    end: float
+    walked: int
+    deleted: int
+    max_delete_ratio: float
+    interval_after: float
+
+
+@dataclass
+class GCHistory:
+    passes: list[GCPass] = field(default_factory=list)
+
+    @property
+    def intervals(self) -> list[float]:
+        return [p.interval_after for p in self.passes]
+
+
+def run_gc(
+    env: simpy.Environment,
+    walk_pass: Callable[[], Generator[simpy.Event, None, tuple[int, int, float]]],
+    policy: GCPolicy,
+    interval: float,
+    first_pass_at: float,
+    history: GCHistory,
+) -> Generator[simpy.Event, object, None]:
+    """The GC goroutine of one family: pass, adapt the interval, sleep, repeat.
+
+    ``walk_pass`` walks the family's maps under its lock and returns
+    (entries walked, entries deleted, max delete ratio over the maps).
+    """
+    if first_pass_at > 0:
+        yield env.timeout(first_pass_at)
+    previous_start: float | None = None
+    while True:
+        start = env.now
+        walked, deleted, ratio = yield env.process(walk_pass())
+        actual = start - previous_start if previous_start is not None else 0.0
+        interval = policy.get_interval(interval, actual, ratio)
+        history.passes.append(GCPass(start, env.now, walked, deleted, ratio, interval))
+        previous_start = start
+        yield env.timeout(interval)

@@ -1,0 +1,70 @@
+"""kubelet's pod worker: create a sandbox, and on failure retry with a new one.
+
+Sandbox failures are retried after ``wait.Jitter(10s, 0.5)`` = 10–15 s with no
+exponential growth (``pod_workers.go``); each retry is a new sandbox and a new
+CNI ADD. A sandbox whose teardown timed out is torn down again first by the
+next sync (spec §6).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from dataclasses import dataclass, field
+
+import simpy
+
+from ctsim.cni import cni_add, cni_del
+from ctsim.endpoint import OK, Sandbox
+from ctsim.node import Node
+
+BACKOFF = 10.0
+BACKOFF_JITTER = 0.5
+
+
+@dataclass
+class Pod:
+    index: int
+    created_at: float
+    attempts: int = 0
+    ready_at: float | None = None
+    failures: list[tuple[float, str]] = field(default_factory=list)
+    stale_sandbox: bool = False
+
+    @property
+    def ready(self) -> bool:
+        return self.ready_at is not None
+
+    @property
+    def ready_latency(self) -> float | None:
+        return None if self.ready_at is None else self.ready_at - self.created_at
+
+    @property
+    def state(self) -> str:
+        """Ready, failed-and-retrying, or pending (no attempt has ended yet)."""
+        if self.ready:
+            return "ready"
+        return "retrying" if self.failures else "pending"
+
+
+def pod_worker(node: Node, pod: Pod, deadline_s: float, start_delay: float) -> Generator[simpy.Event, object, None]:
+    env = node.env
+    yield env.timeout(start_delay)
+    stale: Sandbox | None = None
+    while True:
+        if stale is not None:
+            torn_down = yield from cni_del(node, stale)
+            pod.stale_sandbox = not torn_down
+            if torn_down:
+                stale = None
+        if stale is None:
+            pod.attempts += 1
+            sandbox = Sandbox(pod=pod.index, attempt=pod.attempts)
+            outcome = yield from cni_add(node, sandbox, deadline_s)
+            if outcome == OK:
+                pod.ready_at = env.now
+                return
+            pod.failures.append((env.now, outcome))
+            torn_down = yield from cni_del(node, sandbox)  # containerd's deferred teardown
+            if not torn_down:
+                stale, pod.stale_sandbox = sandbox, True
+        yield env.timeout(BACKOFF * (1.0 + node.rng.random() * BACKOFF_JITTER))

@@ -1,0 +1,108 @@
+"""Wires a scenario into a SimPy node, runs it, and reads off the result."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+import simpy
+
+from ctsim.churn import connection_churn
+from ctsim.ctmap import new_map
+from ctsim.gc import GCHistory, GCPolicy, run_gc
+from ctsim.kubelet import Pod, pod_worker
+from ctsim.lock import GlobalDeleteLock
+from ctsim.node import Family, Node
+from ctsim.projection import max_entries_for_burst, safe_burst, walk_seconds
+from ctsim.result import Advice, Result, verdict
+from ctsim.scenario import Scenario
+from ctsim.walk import walk
+
+POD_START_SPREAD = 1.0  # seconds over which kubelet's pod workers reach CNI ADD
+
+
+@dataclass
+class Model:
+    scenario: Scenario
+    env: simpy.Environment = field(init=False)
+    node: Node = field(init=False)
+    pods: list[Pod] = field(init=False)
+    gc: GCHistory = field(init=False)
+
+    def __post_init__(self) -> None:
+        s = self.scenario
+        self.env = env = simpy.Environment()
+        rng = random.Random(s.seed)
+        expired = round(s.entries * s.expired_fraction)
+        tcp = new_map("cilium_ct4_global", s.max_entries, established=s.entries - expired, expired=expired)
+        any4 = new_map("cilium_ct_any4_global", s.any_max_entries)
+        family = Family("ipv4", [tcp, any4], GlobalDeleteLock(env, "ipv4"))
+        self.node = Node(
+            env=env,
+            families=[family],
+            walk_rate=s.walk_rate,
+            delete_seconds=s.delete_seconds,
+            regeneration_seconds=s.regeneration_seconds,
+            cores=s.cores,
+            rng=rng,
+        )
+        self.entries_at_start = family.present
+        self.gc = GCHistory()
+        policy = GCPolicy(fixed_interval=s.gc_interval, max_interval=s.gc_max_interval)
+        env.process(
+            run_gc(
+                env,
+                lambda: walk(self.node, family, collect_garbage=True),
+                policy,
+                s.gc_initial_interval,
+                s.gc_first_pass,
+                self.gc,
+            )
+        )
+        if s.churn.peak > 0:
+            env.process(connection_churn(env, tcp, s.churn, s.conn_seconds))
+        self.pods = [Pod(i, created_at=rng.random() * POD_START_SPREAD) for i in range(s.pods)]
+        for pod in self.pods:
+            env.process(pod_worker(self.node, pod, s.deadline, pod.created_at))
+
+    def run(self) -> Result:
+        self.env.run(until=self.scenario.horizon)
+        return self.result()
+
+    def result(self) -> Result:
+        s, node = self.scenario, self.node
+        family = node.families[0]
+        tcp = family.maps[0]
+        overhead = s.regeneration_seconds
+        return Result(
+            scenario=s,
+            verdict=verdict(self.pods),
+            walk_seconds=walk_seconds(self.entries_at_start, s.walk_rate),
+            pods=self.pods,
+            counters=node.counters,
+            gc=self.gc,
+            lock_max_queue=family.lock.max_queue,
+            lock_max_holders=family.lock.max_holders,
+            lock_held_seconds=family.lock.held_seconds,
+            entries_at_start=self.entries_at_start,
+            entries_at_end=family.present,
+            expired_at_end=sum(m.expired(self.env.now) for m in family.maps),
+            live_evicted=sum(m.live_evicted for m in family.maps),
+            limiter_end={
+                "endpoint_create_rate_per_s": node.endpoint_create.rate_limit,
+                "endpoint_create_burst": node.endpoint_create.rate_burst,
+                "endpoint_create_parallel": node.endpoint_create.parallel_requests,
+                "endpoint_create_rejected": node.endpoint_create.rejected,
+            },
+            advice=Advice(
+                burst=s.pods,
+                safe_burst=safe_burst(self.entries_at_start, s.walk_rate, s.deadline, overhead),
+                max_entries_for_burst=max_entries_for_burst(s.pods, s.walk_rate, s.deadline, overhead),
+                walk_seconds_for_burst=(s.deadline - overhead) / s.pods,
+            ),
+            extra={"tcp_cohorts_at_end": tcp.cohorts},
+        )
+
+
+def simulate(scenario: Scenario) -> Result:
+    return Model(scenario).run()

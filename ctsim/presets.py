@@ -1,0 +1,63 @@
+"""The two nodes of the incident write-up, as starting points for a scenario.
+
+Source: the comparison table of ``../shared/seeds/001_*.txt`` (spec §1).
+Flags given on the command line override every field.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ctsim.errors import InputError
+
+
+@dataclass(frozen=True)
+class Preset:
+    name: str
+    description: str
+    cores: int
+    node_memory: int
+    map_ratio: float | None  # bpf-map-dynamic-size-ratio; None: static map sizes
+    ct_tcp_max: int | None  # static bpf-ct-global-tcp-max, when map_ratio is None
+    entries: int
+    expired_fraction: float
+    churn: str
+
+
+PRESETS: dict[str, Preset] = {
+    "analytics": Preset(
+        name="analytics",
+        description="the incident's analytics node: 128 cores, 2 TiB, ratio 0.005, Trino churn",
+        cores=128,
+        node_memory=2 * 2**40,
+        map_ratio=0.005,
+        ct_tcp_max=None,
+        # Drifted to 12 h with 50,000 connections/min, the LRU map is full
+        # (6 h of churn is 18 M entries): the write-up's ~80 s walks. Its
+        # `cilium bpf ct list global` showed ~7 M at one moment (33 s walks).
+        # After the fix walks took "fractions of a second": ~1 % were live.
+        entries=16_777_216,
+        expired_fraction=0.99,
+        churn="50000/min",
+    ),
+    "standard": Preset(
+        name="standard",
+        description="a standard node: 16 cores, 64 GiB, ~262K CT limit, tens of requests/s",
+        cores=16,
+        node_memory=64 * 2**30,
+        map_ratio=None,
+        ct_tcp_max=262_144,
+        entries=250_000,
+        expired_fraction=0.9,
+        churn="30/s",
+    ),
+}
+DEFAULT_PRESET = "analytics"
+
+
+def get_preset(name: str) -> Preset:
+    try:
+        return PRESETS[name]
+    except KeyError:
+        known = ", ".join(PRESETS)
+        raise InputError(f"--preset: unknown preset {name!r} (known: {known})") from None

@@ -1,0 +1,153 @@
+"""Parsing and printing of counts, durations and rates as a Kubernetes user writes them.
+
+Counts take Kubernetes quantity suffixes (``16M`` = 16,000,000, ``16Mi`` =
+16,777,216); durations take Go's units (``90s``, ``5m``, ``12h``, ``1h30m``)
+plus ``d`` for days; rates are ``N/s``, ``N/min`` or ``N/h``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from decimal import Decimal, InvalidOperation
+
+from ctsim.errors import InputError
+
+_SUFFIXES: dict[str, int] = {
+    "": 1,
+    "k": 10**3,
+    "K": 10**3,
+    "M": 10**6,
+    "G": 10**9,
+    "T": 10**12,
+    "P": 10**15,
+    "E": 10**18,
+    "Ki": 2**10,
+    "Mi": 2**20,
+    "Gi": 2**30,
+    "Ti": 2**40,
+    "Pi": 2**50,
+    "Ei": 2**60,
+}
+_COUNT_RE = re.compile(r"^\s*([+-]?[0-9][0-9_,]*(?:\.[0-9]+)?|[+-]?\.[0-9]+)\s*([A-Za-z]*)\s*$")
+_DURATION_UNITS: dict[str, float] = {
+    "ns": 1e-9,
+    "us": 1e-6,
+    "µs": 1e-6,
+    "ms": 1e-3,
+    "s": 1.0,
+    "m": 60.0,
+    "min": 60.0,
+    "h": 3600.0,
+    "d": 86400.0,
+}
+_DURATION_PART_RE = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|ms|min|s|m|h|d)")
+_RATE_UNITS: dict[str, float] = {"s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
+
+
+def _number(text: str, what: str) -> tuple[Decimal, str]:
+    match = _COUNT_RE.match(text)
+    if not match:
+        raise InputError(f"{what}: cannot read {text!r} as a number (e.g. 16M, 16Mi, 262144)")
+    digits, suffix = match.groups()
+    if suffix not in _SUFFIXES:
+        raise InputError(f"{what}: unknown suffix {suffix!r} in {text!r} (use k, M, G, T or Ki, Mi, Gi, Ti)")
+    try:
+        value = Decimal(digits.replace("_", "").replace(",", "")) * _SUFFIXES[suffix]
+    except InvalidOperation as exc:  # pragma: no cover - the regex admits only numbers
+        raise InputError(f"{what}: cannot read {text!r} as a number") from exc
+    return value, suffix
+
+
+def parse_count(text: str | int, what: str = "count", *, minimum: int = 0) -> int:
+    """A whole count such as ``16M``, ``16Mi``, ``256Ki`` or ``262144``."""
+    if isinstance(text, int):
+        value = Decimal(text)
+    else:
+        value, _ = _number(text, what)
+    if value != value.to_integral_value():
+        raise InputError(f"{what}: {text!r} is not a whole number")
+    if value < minimum:
+        if minimum == 0:
+            raise InputError(f"{what}: must not be negative, got {text!r}")
+        raise InputError(f"{what}: must be at least {minimum:,}, got {text!r}")
+    return int(value)
+
+
+def parse_float(text: str, what: str, *, low: float, high: float) -> float:
+    """A plain number within [low, high], for ratios and fractions."""
+    try:
+        value = float(text)
+    except ValueError as exc:
+        raise InputError(f"{what}: cannot read {text!r} as a number") from exc
+    if not (low <= value <= high) or math.isnan(value):
+        raise InputError(f"{what}: must be between {low:g} and {high:g}, got {text!r}")
+    return value
+
+
+def parse_duration(text: str, what: str = "duration", *, allow_zero: bool = False) -> float:
+    """Seconds from a Go-style duration such as ``90s``, ``5m``, ``12h`` or ``1h30m``."""
+    stripped = text.strip()
+    sign = 1.0
+    if stripped.startswith("-"):
+        sign, stripped = -1.0, stripped[1:]
+    pos, total = 0, 0.0
+    for match in _DURATION_PART_RE.finditer(stripped):
+        if match.start() != pos:
+            break
+        total += float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+        pos = match.end()
+    if pos == 0 or pos != len(stripped):
+        raise InputError(f"{what}: cannot read {text!r} as a duration (e.g. 90s, 5m, 12h, 1h30m)")
+    total *= sign
+    if total < 0 or (total == 0 and not allow_zero):
+        raise InputError(f"{what}: must be greater than zero, got {text!r}")
+    return total
+
+
+def parse_rate(text: str, what: str = "rate") -> float:
+    """Events per second from ``N/s``, ``N/min`` or ``N/h`` (N may carry a count suffix)."""
+    count_text, slash, unit = text.strip().partition("/")
+    if not slash:
+        raise InputError(f"{what}: {text!r} needs a unit, e.g. 50000/min or 800/s")
+    unit = unit.strip()
+    if unit not in _RATE_UNITS:
+        raise InputError(f"{what}: unknown unit {unit!r} in {text!r} (use /s, /min or /h)")
+    value, _ = _number(count_text, what)
+    if value < 0:
+        raise InputError(f"{what}: must not be negative, got {text!r}")
+    return float(value) / _RATE_UNITS[unit]
+
+
+def format_count(value: float) -> str:
+    """``16,777,216`` with the binary or decimal shorthand where it is exact."""
+    n = int(value)
+    for suffix in ("Mi", "M", "Ki", "k"):
+        unit = _SUFFIXES[suffix]
+        if n >= unit and n % unit == 0:
+            return f"{n:,} ({n // unit}{suffix})"
+    return f"{n:,}"
+
+
+def format_duration(seconds: float) -> str:
+    """``12h``, ``7m30s``, ``32.9s``: how Go prints a duration, rounded for people."""
+    if seconds is None or math.isinf(seconds):
+        return "∞"
+    if seconds < 100:
+        return f"{int(seconds)}s" if seconds == int(seconds) else f"{seconds:.1f}s"
+    whole = round(seconds)
+    days, rest = divmod(whole, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    parts = [f"{days}d" if days else "", f"{hours}h" if hours else ""]
+    parts += [f"{minutes}m" if minutes else "", f"{secs}s" if secs else ""]
+    return "".join(parts) or "0s"
+
+
+def format_rate(per_second: float) -> str:
+    if per_second >= 1 and per_second == int(per_second):
+        return f"{int(per_second):,}/s"
+    per_minute = per_second * 60
+    if per_minute == int(per_minute):
+        return f"{int(per_minute):,}/min"
+    return f"{per_second:,.3g}/s"

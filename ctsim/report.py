@@ -1,0 +1,102 @@
+"""The human-readable report of one run (rich); it reads the Result and nothing else."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from ctsim.quantity import format_count, format_duration
+from ctsim.result import COLLAPSE, DEGRADED, OK, Result, percentile
+
+_VERDICT_STYLE = {OK: "bold green", DEGRADED: "bold yellow", COLLAPSE: "bold red"}
+
+
+def _s(value: float | None) -> str:
+    return "—" if value is None else format_duration(value)
+
+
+def _gc_line(r: Result) -> str:
+    s = r.scenario
+    if s.gc_interval:
+        policy = f"fixed conntrack-gc-interval {format_duration(s.gc_interval)}"
+    else:
+        policy = f"adaptive, interval {format_duration(s.gc_initial_interval)}"
+    first = "first pass now" if s.gc_first_pass == 0 else f"next pass in {format_duration(s.gc_first_pass)}"
+    return f"{policy}, {first}"
+
+
+def render(r: Result, console: Console | None = None) -> None:
+    console = console or Console(highlight=False)
+    s, c, d = r.scenario, r.counters, r.to_dict()
+    pods = d["pods"]
+
+    inputs = Table.grid(padding=(0, 2))
+    inputs.add_column(style="dim")
+    inputs.add_column()
+    inputs.add_row("preset / profile", f"{s.preset} / {s.profile} ({s.cores} cores)")
+    inputs.add_row("entries at t=0", f"{format_count(s.entries)}, {s.expired_fraction:.0%} expired")
+    inputs.add_row("map capacity", f"{format_count(s.max_entries)} ({s.max_entries_source})")
+    inputs.add_row("walk rate", f"{s.walk_rate:,.0f} entries/s — {s.rate_source}")
+    inputs.add_row("churn", f"{s.churn.describe()} new connections, each open {format_duration(s.conn_seconds)}")
+    inputs.add_row("GC", _gc_line(r))
+    inputs.add_row("burst", f"{s.pods} pods at t=0, CNI deadline {format_duration(s.deadline)}")
+    inputs.add_row("horizon / seed", f"{format_duration(s.horizon)} / {s.seed}")
+    console.print(inputs)
+    for note in s.notes:
+        console.print(f"[dim]note: {note}[/dim]")
+    console.print()
+
+    console.print(
+        f"One full scrub walk at t=0: [bold]{r.walk_seconds:.1f} s[/bold] "
+        f"({r.entries_at_start:,} entries / {s.walk_rate:,.0f} entries/s)"
+    )
+    lat = r.ready_latencies
+    console.print(
+        f"Pods Ready: [bold]{pods['ready']}/{pods['requested']}[/bold] "
+        f"({pods['ready_first_attempt']} at the first attempt, {pods['retrying']} still retrying, "
+        f"{pods['pending']} pending); time to Ready p50 {_s(percentile(lat, 0.5))}, "
+        f"p90 {_s(percentile(lat, 0.9))}, p99 {_s(percentile(lat, 0.99))}, max {_s(max(lat) if lat else None)}"
+    )
+    console.print(
+        f"CNI ADD: {c.add_attempts:,} attempts, {c.add_ok:,} ok, "
+        f"[bold]{c.add_timeouts:,}[/bold] timed out at {format_duration(s.deadline)}, "
+        f"[bold]{c.add_429:,}[/bold] got HTTP 429; DEL: {c.del_calls:,} calls, {c.del_timeouts:,} timed out"
+    )
+    console.print(
+        f"Lock (ipv4): max queue {r.lock_max_queue}, held {format_duration(r.lock_held_seconds)} "
+        f"({c.create_scrubs + c.delete_scrubs:,} scrubs, {len(r.gc.passes)} GC passes); "
+        f"[bold]{c.orphaned_walks}[/bold] walks ran for callers that had given up: "
+        f"{format_duration(c.orphaned_walk_seconds)} of orphaned walk time"
+    )
+    intervals = [format_duration(i) for i in r.gc.intervals]
+    if len(intervals) > 12:
+        intervals = [*intervals[:6], "…", *intervals[-5:]]
+    console.print(
+        f"GC: {len(r.gc.passes)} passes, intervals {' → '.join(intervals) if intervals else '(no pass ran)'}; "
+        f"table {r.entries_at_start:,} → {r.entries_at_end:,} entries ({r.expired_at_end:,} expired), "
+        f"{r.live_evicted:,} live entries evicted by LRU"
+    )
+    console.print()
+
+    style = _VERDICT_STYLE.get(r.verdict, "bold")
+    if r.verdict == OK:
+        why = "every pod Ready at its first attempt"
+    elif r.verdict == DEGRADED:
+        why = f"every pod Ready, the last after {_s(r.recovered_at)}; some only after failed attempts"
+    elif r.verdict == COLLAPSE:
+        why = (
+            f"{pods['requested'] - pods['ready']} pods still not Ready after {format_duration(s.horizon)} "
+            "while attempts keep failing: the node does not recover"
+        )
+    else:
+        why = "pods still waiting at the horizon; run longer (--horizon)"
+    console.print(f"Verdict: [{style}]{r.verdict.upper()}[/{style}] — {why}")
+
+    a = r.advice
+    fits = "any burst" if a.safe_burst is None else f"at most {a.safe_burst} pod(s)"
+    console.print(
+        f"Advice: this table fits {fits} within {format_duration(s.deadline)} "
+        f"(scrubs of {r.walk_seconds:.1f} s queue on one lock); for {a.burst} pods to fit, keep the "
+        f"table ≤ {a.max_entries_for_burst:,} entries (walk ≤ {a.walk_seconds_for_burst:.2f} s), "
+        "e.g. with --gc-interval 60s."
+    )

@@ -1,0 +1,138 @@
+"""What one run produced, derived from the model's final state; renderers read only this."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from ctsim.gc import GCHistory
+from ctsim.kubelet import Pod
+from ctsim.node import Counters
+from ctsim.scenario import Scenario
+
+OK, DEGRADED, COLLAPSE, UNFINISHED = "ok", "degraded", "collapse", "unfinished"
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """Linear interpolation between closest ranks (numpy's default)."""
+    if not values:
+        return None
+    xs = sorted(values)
+    pos = (len(xs) - 1) * q
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def verdict(pods: list[Pod]) -> str:
+    if all(p.ready for p in pods):
+        return OK if all(p.attempts == 1 for p in pods) else DEGRADED
+    if any(p.failures for p in pods if not p.ready):
+        return COLLAPSE
+    return UNFINISHED
+
+
+@dataclass
+class Advice:
+    burst: int
+    safe_burst: int | None  # largest burst whose queued scrubs fit the deadline
+    max_entries_for_burst: int  # table size at which `burst` pods fit
+    walk_seconds_for_burst: float
+
+
+@dataclass
+class Result:
+    scenario: Scenario
+    verdict: str
+    walk_seconds: float
+    pods: list[Pod]
+    counters: Counters
+    gc: GCHistory
+    lock_max_queue: int
+    lock_max_holders: int
+    lock_held_seconds: float
+    entries_at_start: int
+    entries_at_end: int
+    expired_at_end: int
+    live_evicted: int
+    limiter_end: dict[str, float]
+    advice: Advice
+    events: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ready_latencies(self) -> list[float]:
+        return [p.ready_latency for p in self.pods if p.ready_latency is not None]
+
+    @property
+    def recovered_at(self) -> float | None:
+        if not all(p.ready for p in self.pods):
+            return None
+        return max(p.ready_at for p in self.pods if p.ready_at is not None)
+
+    def to_dict(self) -> dict[str, Any]:
+        lat = self.ready_latencies
+        c = self.counters
+        s = self.scenario
+        return {
+            "verdict": self.verdict,
+            "walk_seconds": self.walk_seconds,
+            "inputs": s.to_dict(),
+            "pods": {
+                "requested": len(self.pods),
+                "ready": sum(p.ready for p in self.pods),
+                "ready_first_attempt": sum(p.ready and p.attempts == 1 for p in self.pods),
+                "retrying": sum(p.state == "retrying" for p in self.pods),
+                "pending": sum(p.state == "pending" for p in self.pods),
+                "attempts": sum(p.attempts for p in self.pods),
+                "ready_latency_s": {
+                    "p50": percentile(lat, 0.50),
+                    "p90": percentile(lat, 0.90),
+                    "p99": percentile(lat, 0.99),
+                    "max": max(lat) if lat else None,
+                },
+                "recovered_at_s": self.recovered_at,
+            },
+            "cni": {
+                "add_attempts": c.add_attempts,
+                "add_ok": c.add_ok,
+                "add_timeouts": c.add_timeouts,
+                "add_429": c.add_429,
+                "del_calls": c.del_calls,
+                "del_404": c.del_404,
+                "del_timeouts": c.del_timeouts,
+            },
+            "lock": {
+                "orphaned_walk_seconds": c.orphaned_walk_seconds,
+                "orphaned_walks": c.orphaned_walks,
+                "max_queue": self.lock_max_queue,
+                "max_holders": self.lock_max_holders,
+                "held_seconds": self.lock_held_seconds,
+                "scrub_seconds": c.scrub_seconds,
+                "gc_seconds": c.gc_seconds,
+                "create_scrubs": c.create_scrubs,
+                "delete_scrubs": c.delete_scrubs,
+            },
+            "gc": {
+                "initial_interval_s": s.gc_initial_interval,
+                "intervals_s": self.gc.intervals,
+                "pass_starts_s": [p.start for p in self.gc.passes],
+                "deleted": [p.deleted for p in self.gc.passes],
+                "max_delete_ratios": [p.max_delete_ratio for p in self.gc.passes],
+            },
+            "table": {
+                "max_entries": s.max_entries,
+                "entries_at_start": self.entries_at_start,
+                "entries_at_end": self.entries_at_end,
+                "expired_at_end": self.expired_at_end,
+                "live_evicted": self.live_evicted,
+            },
+            "limiter": self.limiter_end,
+            "advice": {
+                "burst": self.advice.burst,
+                "safe_burst": self.advice.safe_burst,
+                "max_entries_for_burst": self.advice.max_entries_for_burst,
+                "walk_seconds_for_burst": self.advice.walk_seconds_for_burst,
+            },
+            "sim": {"events": self.events, **self.extra},
+        }

@@ -1,0 +1,205 @@
+"""A scenario: every input of one run, resolved from a preset and the user's flags.
+
+Resolution happens once, here, so the model, the report and the JSON all see
+the same parsed values, and so bad input fails before any simulation starts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from ctsim.churn import ChurnSchedule, parse_churn
+from ctsim.cni import CLIENT_TIMEOUT
+from ctsim.errors import InputError
+from ctsim.gc import CONNTRACK_GC_MAX_LRU_INTERVAL, CONNTRACK_GC_STARTING_INTERVAL
+from ctsim.presets import DEFAULT_PRESET, get_preset
+from ctsim.profiles import get_profile
+from ctsim.quantity import parse_count, parse_duration, parse_float
+from ctsim.sizing import (
+    CT_MAP_ENTRIES_GLOBAL_ANY_DEFAULT,
+    CT_MAP_ENTRIES_GLOBAL_TCP_DEFAULT,
+    LIMIT_TABLE_MAX,
+    ct_map_sizes,
+)
+
+DEFAULT_HORIZON = 3600.0
+DEFAULT_REGENERATION = 2.0  # seconds to compile and load an endpoint's programs
+DEFAULT_CONN_SECONDS = 30.0
+DRIFTED_NEXT_PASS = 6 * 3600.0  # incident state: the last 12 h pass was 6 h ago
+
+
+@dataclass(frozen=True)
+class Scenario:
+    preset: str
+    profile: str
+    entries: int
+    max_entries: int
+    max_entries_source: str
+    any_max_entries: int
+    expired_fraction: float
+    pods: int
+    walk_rate: float
+    rate_source: str
+    delete_seconds: float
+    churn: ChurnSchedule
+    conn_seconds: float
+    deadline: float
+    gc_interval: float  # conntrack-gc-interval; 0 = adaptive
+    gc_initial_interval: float
+    gc_first_pass: float
+    gc_max_interval: float
+    regeneration_seconds: float
+    cores: int
+    node_memory: int
+    map_ratio: float | None
+    horizon: float
+    seed: int
+    notes: tuple[str, ...] = field(default=())
+
+    def to_dict(self) -> dict[str, object]:
+        d = asdict(self)
+        d["churn"] = {
+            "schedule": self.churn.describe(),
+            "segments": [
+                {"per_second": r, "duration_s": None if d == float("inf") else d} for r, d in self.churn.segments
+            ],
+        }
+        d["notes"] = list(self.notes)
+        return d
+
+
+def resolve(
+    *,
+    preset: str | None = None,
+    profile: str = "cilium-1.16",
+    entries: str | None = None,
+    max_entries: str | None = None,
+    expired_fraction: str | None = None,
+    pods: str = "50",
+    rate: str | None = None,
+    churn: str | None = None,
+    conn_duration: str | None = None,
+    deadline: str | None = None,
+    gc_interval: str = "auto",
+    gc_initial_interval: str | None = None,
+    gc_next_pass: str | None = None,
+    gc_max_interval: str | None = None,
+    regeneration: str | None = None,
+    cores: str | None = None,
+    node_memory: str | None = None,
+    map_ratio: str | None = None,
+    horizon: str | None = None,
+    seed: int = 1,
+    calibrated_rate: tuple[float, str] | None = None,
+) -> Scenario:
+    """Flags (as the user typed them) over the preset; raises InputError on bad input."""
+    p = get_preset(preset or DEFAULT_PRESET)
+    prof = get_profile(profile)
+    notes: list[str] = []
+
+    n_entries = parse_count(entries, "--entries") if entries is not None else p.entries
+    n_pods = parse_count(pods, "--pods", minimum=1)
+    n_cores = parse_count(cores, "--cores", minimum=1) if cores is not None else p.cores
+    memory = parse_count(node_memory, "--node-memory", minimum=1) if node_memory is not None else p.node_memory
+    ratio = parse_float(map_ratio, "--map-ratio", low=0.0, high=1.0) if map_ratio is not None else p.map_ratio
+    if ratio == 0.0:
+        ratio = None
+
+    # Map capacity: explicit, or from sizing, or the preset's static limit.
+    if ratio is not None:
+        sizes = ct_map_sizes(memory, ratio)
+        tcp_max, any_max = sizes.tcp, sizes.any
+        source = f"dynamic sizing: {memory:,} B x {ratio:g}"
+    else:
+        tcp_max = p.ct_tcp_max or CT_MAP_ENTRIES_GLOBAL_TCP_DEFAULT
+        any_max = CT_MAP_ENTRIES_GLOBAL_ANY_DEFAULT
+        source = f"preset {p.name}: static limit"
+    if max_entries is not None:
+        tcp_max = parse_count(max_entries, "--max-entries", minimum=1)
+        source = "--max-entries"
+        if tcp_max > LIMIT_TABLE_MAX:
+            raise InputError(
+                f"--max-entries: {tcp_max:,} exceeds Cilium's limit of {LIMIT_TABLE_MAX:,} (LimitTableMax)"
+            )
+        if n_entries > tcp_max:
+            raise InputError(f"--entries: {n_entries:,} entries do not fit a map of {tcp_max:,} (--max-entries)")
+    elif n_entries > tcp_max:
+        if n_entries > LIMIT_TABLE_MAX:
+            raise InputError(
+                f"--entries: {n_entries:,} exceeds Cilium's CT map limit of {LIMIT_TABLE_MAX:,} (LimitTableMax)"
+            )
+        tcp_max = n_entries
+        source += ", raised to --entries"
+
+    if expired_fraction is not None:
+        expired = parse_float(expired_fraction, "--expired-fraction", low=0.0, high=1.0)
+    else:
+        expired = p.expired_fraction
+
+    if rate is not None:
+        walk_rate = float(parse_count(rate, "--rate", minimum=1))
+        rate_source = "--rate"
+    elif calibrated_rate is not None:
+        walk_rate, rate_source = calibrated_rate
+    else:
+        walk_rate, rate_source = prof.walk_rate, prof.source
+
+    schedule = parse_churn(churn if churn is not None else p.churn)
+    conn_s = parse_duration(conn_duration, "--conn-duration") if conn_duration is not None else DEFAULT_CONN_SECONDS
+    deadline_s = parse_duration(deadline, "--deadline") if deadline is not None else CLIENT_TIMEOUT
+    horizon_s = parse_duration(horizon, "--horizon") if horizon is not None else DEFAULT_HORIZON
+    regen_s = (
+        parse_duration(regeneration, "--regeneration-time", allow_zero=True)
+        if regeneration is not None
+        else DEFAULT_REGENERATION
+    )
+    max_interval = parse_duration(gc_max_interval, "--gc-max-interval") if gc_max_interval else 0.0
+
+    # GC state at t=0. A fixed interval or an initial interval means the agent
+    # (re)started with that configuration: its first pass runs now. Otherwise
+    # the node is in the incident's state: drifted to the 12 h cap, mid-cycle.
+    fixed = 0.0 if gc_interval.strip() == "auto" else parse_duration(gc_interval, "--gc-interval")
+    if gc_initial_interval is not None:
+        initial = parse_duration(gc_initial_interval, "--gc-initial-interval")
+        first_pass = 0.0
+    elif fixed:
+        initial, first_pass = fixed, 0.0
+    else:
+        initial, first_pass = CONNTRACK_GC_MAX_LRU_INTERVAL, DRIFTED_NEXT_PASS
+        notes.append(
+            "GC starts drifted: interval 12h, next pass in 6h (use --gc-initial-interval 5m for a fresh agent)"
+        )
+    if fixed:
+        initial = fixed
+    if gc_next_pass is not None:
+        first_pass = parse_duration(gc_next_pass, "--gc-next-pass", allow_zero=True)
+    if initial == CONNTRACK_GC_STARTING_INTERVAL and first_pass == 0.0:
+        notes.append("GC starts fresh: first pass now, interval 5m")
+
+    return Scenario(
+        preset=p.name,
+        profile=prof.name,
+        entries=n_entries,
+        max_entries=tcp_max,
+        max_entries_source=source,
+        any_max_entries=any_max,
+        expired_fraction=expired,
+        pods=n_pods,
+        walk_rate=walk_rate,
+        rate_source=rate_source,
+        delete_seconds=prof.delete_seconds,
+        churn=schedule,
+        conn_seconds=conn_s,
+        deadline=deadline_s,
+        gc_interval=fixed,
+        gc_initial_interval=initial,
+        gc_first_pass=first_pass,
+        gc_max_interval=max_interval,
+        regeneration_seconds=regen_s,
+        cores=n_cores,
+        node_memory=memory,
+        map_ratio=ratio,
+        horizon=horizon_s,
+        seed=seed,
+        notes=tuple(notes),
+    )

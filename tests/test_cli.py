@@ -1,0 +1,74 @@
+"""The command line as a user meets it: real processes, real exit codes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+
+def ctsim(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ctsim", *args], capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def test_main_job_json_has_the_promised_fields() -> None:
+    p = ctsim("run", "--entries", "16M", "--pods", "50", "--json")
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    assert d["verdict"] == "collapse"
+    assert round(d["walk_seconds"], 1) == 75.1
+    assert d["pods"]["requested"] == 50
+    assert set(d["pods"]["ready_latency_s"]) == {"p50", "p90", "p99", "max"}
+    for key in ("add_timeouts", "add_429"):
+        assert key in d["cni"]
+    assert {"orphaned_walk_seconds", "max_queue"} <= set(d["lock"])
+    assert isinstance(d["gc"]["intervals_s"], list)
+    assert d["inputs"]["entries"] == 16_000_000
+    assert d["inputs"]["max_entries"] == 16_777_216
+
+
+def test_the_report_prints_parsed_values_and_a_verdict() -> None:
+    p = ctsim("run", "--entries", "16Mi", "--pods", "50")
+    assert p.returncode == 0, p.stderr
+    assert "16,777,216" in p.stdout
+    assert "COLLAPSE" in p.stdout
+    assert "Advice:" in p.stdout
+
+
+def test_no_ready_pod_gives_null_latencies() -> None:
+    p = ctsim("run", "--entries", "16Mi", "--pods", "3", "--horizon", "60s", "--json")
+    d = json.loads(p.stdout)
+    assert d["pods"]["ready"] == 0
+    assert d["pods"]["ready_latency_s"]["p50"] is None
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--entries", "-5"],
+        ["--pods", "0"],
+        ["--entries", "16X"],
+        ["--rate", "0"],
+        ["--rate", "-3"],
+        ["--deadline", "0s"],
+        ["--deadline", "-90s"],
+        ["--horizon", "0s"],
+        ["--preset", "nope"],
+        ["--profile", "cilium-0.1"],
+        ["--seed", "abc"],
+        ["--bogus"],
+        ["--entries", "20M"],
+        ["--entries", "2M", "--max-entries", "1M"],
+        ["--churn", "lots"],
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(args: list[str]) -> None:
+    p = ctsim("run", *args)
+    assert p.returncode == 2
+    assert "Traceback" not in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1
+    assert p.stderr.startswith("ctsim: error:")
