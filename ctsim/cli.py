@@ -51,6 +51,7 @@ def run(
     profile: Annotated[
         str, typer.Option(help="cilium-1.16 (per-entry walk) or cilium-1.17 (batched).")
     ] = "cilium-1.16",
+    calibration: Annotated[Str, typer.Option(help="Walk rates from `ctsim calibrate --output FILE`.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
 ) -> None:
     """Simulate a burst of pods on a node whose CT maps hold ENTRIES entries."""
@@ -78,6 +79,7 @@ def run(
         map_ratio=map_ratio,
         horizon=horizon,
         seed=seed,
+        calibration=calibration,
     )
     result = simulate(scenario)
     if as_json:
@@ -89,6 +91,60 @@ def run(
     render(result)
 
 
+@app.command()
+def calibrate(
+    entries: Annotated[str, typer.Option(help="Entries in the measured map.")] = "1Mi",
+    trials: Annotated[int, typer.Option(min=1, max=100, help="Repeated walks; median and spread are reported.")] = 5,
+    family: Annotated[str, typer.Option(help="ipv4 (14-byte keys) or ipv6 (38-byte keys).")] = "ipv4",
+    sizes: Annotated[str, typer.Option(help="Map sizes for the per-entry cost curve.")] = "64Ki,256Ki,1Mi",
+    nf_entries: Annotated[str, typer.Option(help="nf_conntrack entries to add in a throwaway netns (0: skip).")] = "5k",
+    output: Annotated[Str, typer.Option("--output", "-o", help="Write the calibration file here.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the measurements as JSON.")] = False,
+) -> None:
+    """Measure this kernel's CT walk rates on real, throwaway BPF maps (needs root or CAP_BPF)."""
+    from ctsim import calibrate as cal
+    from ctsim.calibration import dump
+    from ctsim.quantity import parse_count
+
+    if family not in cal.KEY_SIZES:
+        raise InputError(f"--family: must be ipv4 or ipv6, got {family!r}")
+    plan = cal.Plan(
+        entries=parse_count(entries, "--entries", minimum=1024),
+        trials=trials,
+        family=family,
+        sizes=tuple(parse_count(s, "--sizes", minimum=1024) for s in sizes.split(",") if s.strip()),
+        nf_entries=parse_count(nf_entries, "--nf-entries"),
+    )
+    cal.probe()
+    doc = _with_progress(lambda progress: cal.calibrate(plan, progress))
+    if output:
+        dump(doc, output)
+    if as_json:
+        json.dump(doc, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return
+    from ctsim.report import render_calibration
+
+    render_calibration(doc, output)
+
+
+def _with_progress(work):  # type: ignore[no-untyped-def]
+    """Runs ``work(progress)`` under a rich progress bar on stderr."""
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
+
+    columns = (TextColumn("{task.description:>14}"), BarColumn(), TaskProgressColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+        tasks: dict[str, int] = {}
+
+        def progress(name: str, advance: int, total: int) -> None:
+            if name not in tasks:
+                tasks[name] = bar.add_task(name, total=total)
+            bar.update(tasks[name], advance=advance)
+
+        return work(progress)
+
+
 def main() -> None:
     """Entry point: typer parses; every input error becomes one line and exit code 2."""
     try:
@@ -97,8 +153,8 @@ def main() -> None:
         _fail(str(exc))
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
-    except typer.Abort:
-        print("ctsim: aborted", file=sys.stderr)
+    except (typer.Abort, KeyboardInterrupt):
+        print("ctsim: interrupted (what it had created is removed)", file=sys.stderr)
         sys.exit(130)
     except Exception as exc:
         # typer's (vendored or real) click usage errors: they carry their own message.

@@ -100,3 +100,46 @@ def render(r: Result, console: Console | None = None) -> None:
         f"table ≤ {a.max_entries_for_burst:,} entries (walk ≤ {a.walk_seconds_for_burst:.2f} s), "
         "e.g. with --gc-interval 60s."
     )
+
+
+def render_calibration(doc: dict, output: str | None, console: Console | None = None) -> None:
+    """The measurements of ``ctsim calibrate``, medians first, spreads beside them."""
+    console = console or Console(highlight=False)
+    bpf = doc["bpf"]
+    host = doc["host"]
+    console.print(
+        f"Kernel {host['kernel']} ({host['machine']}, {host['cpus']} CPUs); "
+        f"LRU hash map, {bpf['key_size']}-byte keys, {bpf['value_size']}-byte values, {bpf['present']:,} entries"
+    )
+    table = Table("walk", "entries/s (median)", "spread", "vs published 213,000/s")
+    pe = bpf["per_entry"]
+    table.add_row(
+        "get_next_key + lookup (1.16)",
+        f"{pe['median']:,.0f}",
+        f"{pe['spread']:.0%}",
+        f"{pe['median'] / 213_000:.2f}x",
+    )
+    for size, b in bpf["batch"].items():
+        table.add_row(
+            f"LOOKUP_BATCH x{size} (1.17)", f"{b['median']:,.0f}", f"{b['spread']:.0%}", f"{b['median'] / 213_000:.2f}x"
+        )
+    console.print(table)
+    console.print(
+        f"syscalls/s (per-entry walk): {pe['syscalls_per_s']:,.0f}; "
+        f"delete: {bpf['delete']['seconds_per_entry'] * 1e6:.2f} µs per entry"
+    )
+    scaling = Table("map entries", "per-entry walk /s", "batched walk /s")
+    for row in bpf["scaling"]:
+        scaling.add_row(
+            f"{row['entries']:,}", f"{row['per_entry_entries_per_s']:,.0f}", f"{row['batch_entries_per_s']:,.0f}"
+        )
+    console.print(scaling)
+    nf = doc.get("nf_conntrack")
+    if nf:
+        console.print(
+            f"nf_conntrack ({nf['entries']:,} entries in a throwaway netns, via pyroute2): dump "
+            f"{nf['dump_entries_per_s']['median']:,.0f} entries/s; count query (CT_GET_STATS) "
+            f"{nf['count_query_seconds']['median'] * 1e3:.2f} ms"
+        )
+    if output:
+        console.print(f"Wrote {output}: use it with `ctsim run --calibration {output}`.")

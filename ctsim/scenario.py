@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from ctsim.calibration import load as load_calibration
 from ctsim.churn import ChurnSchedule, parse_churn
 from ctsim.cni import CLIENT_TIMEOUT
 from ctsim.errors import InputError
@@ -90,7 +91,7 @@ def resolve(
     map_ratio: str | None = None,
     horizon: str | None = None,
     seed: int = 1,
-    calibrated_rate: tuple[float, str] | None = None,
+    calibration: str | None = None,
 ) -> Scenario:
     """Flags (as the user typed them) over the preset; raises InputError on bad input."""
     p = get_preset(preset or DEFAULT_PRESET)
@@ -136,11 +137,15 @@ def resolve(
     else:
         expired = p.expired_fraction
 
+    delete_s = prof.delete_seconds
+    cal = load_calibration(calibration) if calibration is not None else None
+    if cal is not None:
+        delete_s = cal.delete_seconds_per_entry
     if rate is not None:
         walk_rate = float(parse_count(rate, "--rate", minimum=1))
         rate_source = "--rate"
-    elif calibrated_rate is not None:
-        walk_rate, rate_source = calibrated_rate
+    elif cal is not None:
+        walk_rate, rate_source = cal.walk_rate(prof.walk), cal.describe(prof.walk)
     else:
         walk_rate, rate_source = prof.walk_rate, prof.source
 
@@ -187,7 +192,7 @@ def resolve(
         pods=n_pods,
         walk_rate=walk_rate,
         rate_source=rate_source,
-        delete_seconds=prof.delete_seconds,
+        delete_seconds=delete_s,
         churn=schedule,
         conn_seconds=conn_s,
         deadline=deadline_s,
