@@ -201,10 +201,15 @@ class BPFMap:
             raise
         return True
 
+    @property
+    def last_value(self) -> bytes:
+        """The value ``walk`` read for the key it yielded last."""
+        return self._value.raw
+
     def walk(self, limit: int | None = None) -> Iterator[bytes]:
         """``get_next_key`` + ``lookup`` per entry, as Cilium 1.16 walks a CT map.
 
-        Yields each key (the value is read into a reused buffer and dropped).
+        Yields each key (its value is in ``last_value`` until the next step).
         Stops after ``limit`` entries, or at the end of the map.
         """
         nxt, key, value = self._next, self._key, self._value

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import statistics
 import sys
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
 from ctsim.errors import InputError
+from ctsim.options import Str, scenario_options
+from ctsim.scenario import Scenario
 
 app = typer.Typer(
     help="Model Cilium's conntrack GC drift and the scrub convoy that stalls pod start-up.",
@@ -17,8 +21,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-Str = Optional[str]  # noqa: UP045 - typer reads Optional at runtime
-
 
 @app.callback()
 def _root() -> None:
@@ -26,69 +28,61 @@ def _root() -> None:
 
 
 @app.command()
+@scenario_options
 def run(
-    entries: Annotated[Str, typer.Option(help="Present CT entries at t=0 (16M, 16Mi, 262144).")] = None,
-    pods: Annotated[str, typer.Option(help="Pods scheduled onto the node at once.")] = "50",
-    max_entries: Annotated[Str, typer.Option(help="CT map capacity (default: the preset's).")] = None,
-    expired_fraction: Annotated[Str, typer.Option(help="Share of the t=0 entries already expired.")] = None,
-    rate: Annotated[Str, typer.Option(help="Walk rate, entries/s (default: the profile's published rate).")] = None,
-    churn: Annotated[
-        Str, typer.Option(help="New connections: 50000/min, or '50000/min for 8h, 500/min for 16h'.")
-    ] = None,
-    conn_duration: Annotated[Str, typer.Option(help="How long each connection stays open.")] = None,
-    deadline: Annotated[Str, typer.Option(help="cilium-cni's API client timeout.")] = None,
-    gc_interval: Annotated[str, typer.Option(help="conntrack-gc-interval: 'auto' (adaptive) or a duration.")] = "auto",
-    gc_initial_interval: Annotated[Str, typer.Option(help="Start a fresh agent with this GC interval (5m).")] = None,
-    gc_next_pass: Annotated[Str, typer.Option(help="When the next GC pass starts.")] = None,
-    gc_max_interval: Annotated[Str, typer.Option(help="conntrack-gc-max-interval.")] = None,
-    regeneration_time: Annotated[Str, typer.Option(help="Endpoint BPF compile and load time.")] = None,
-    cores: Annotated[Str, typer.Option(help="Node cores (build permits).")] = None,
-    node_memory: Annotated[Str, typer.Option(help="Node memory for dynamic map sizing (2Ti).")] = None,
-    map_ratio: Annotated[Str, typer.Option(help="bpf-map-dynamic-size-ratio (0.0025).")] = None,
-    horizon: Annotated[Str, typer.Option(help="How much node time to simulate (1h).")] = None,
-    seed: Annotated[int, typer.Option(help="Random seed: same seed, same result.")] = 1,
-    preset: Annotated[Str, typer.Option(help="analytics (the incident, default) or standard.")] = None,
-    profile: Annotated[
-        str, typer.Option(help="cilium-1.16 (per-entry walk) or cilium-1.17 (batched).")
-    ] = "cilium-1.16",
-    calibration: Annotated[Str, typer.Option(help="Walk rates from `ctsim calibrate --output FILE`.")] = None,
+    scenario: Scenario,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
 ) -> None:
     """Simulate a burst of pods on a node whose CT maps hold ENTRIES entries."""
     from ctsim.model import simulate
-    from ctsim.scenario import resolve
 
-    scenario = resolve(
-        preset=preset,
-        profile=profile,
-        entries=entries,
-        max_entries=max_entries,
-        expired_fraction=expired_fraction,
-        pods=pods,
-        rate=rate,
-        churn=churn,
-        conn_duration=conn_duration,
-        deadline=deadline,
-        gc_interval=gc_interval,
-        gc_initial_interval=gc_initial_interval,
-        gc_next_pass=gc_next_pass,
-        gc_max_interval=gc_max_interval,
-        regeneration=regeneration_time,
-        cores=cores,
-        node_memory=node_memory,
-        map_ratio=map_ratio,
-        horizon=horizon,
-        seed=seed,
-        calibration=calibration,
-    )
     result = simulate(scenario)
     if as_json:
-        json.dump(result.to_dict(), sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        _print_json(result.to_dict())
         return
     from ctsim.report import render
 
     render(result)
+
+
+@app.command()
+@scenario_options
+def emulate(
+    scenario: Scenario,
+    time_scale: Annotated[
+        float, typer.Option(min=1.0, help="Run this many times faster than the node's clock.")
+    ] = 30.0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
+) -> None:
+    """Run the scenario, scaled down, on the real kernel and beside the simulator (needs root or CAP_BPF)."""
+    from ctsim import calibrate as cal
+    from ctsim import emulate as em
+
+    cal.probe()
+    if scenario.rate_source.startswith("calibrated"):
+        real_rate, delete_s, how = scenario.walk_rate, scenario.delete_seconds, "the calibration file"
+    else:
+        with cal.new_ct_map(1 << 18, cal.KEY_SIZES["ipv4"]) as m:
+            real_rate = statistics.median(cal.per_entry_rate(m) for _ in range(3))
+            delete_s = cal.delete_seconds(m, cal.KEY_SIZES["ipv4"], 20_000)
+        how = "measured now on a 256Ki map (pass --calibration to use a calibration file)"
+    if scenario.churn.peak > 0:
+        scenario = dataclasses.replace(
+            scenario, notes=(*scenario.notes, "churn is not emulated: both sides run without it")
+        )
+    report = em.run(scenario, time_scale, real_rate, delete_s)
+    report["rate"] = {"entries_per_s": real_rate, "source": how}
+    if as_json:
+        _print_json(report)
+        return
+    from ctsim.report import render_emulation
+
+    render_emulation(report)
+
+
+def _print_json(doc: object) -> None:
+    json.dump(doc, sys.stdout, indent=2)
+    sys.stdout.write("\n")
 
 
 @app.command()
@@ -120,8 +114,7 @@ def calibrate(
     if output:
         dump(doc, output)
     if as_json:
-        json.dump(doc, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        _print_json(doc)
         return
     from ctsim.report import render_calibration
 

@@ -50,9 +50,10 @@ def cni_add(node: Node, sandbox: Sandbox, deadline_s: float) -> Generator[simpy.
     return "timeout"
 
 
-def cni_del(node: Node, sandbox: Sandbox, timeout_s: float = TEARDOWN_TIMEOUT) -> Generator[simpy.Event, object, bool]:
+def cni_del(node: Node, sandbox: Sandbox) -> Generator[simpy.Event, object, bool]:
     """One CNI DEL from containerd's teardown; False when it timed out."""
     env, c = node.env, node.counters
+    timeout_s = TEARDOWN_TIMEOUT / node.time_scale
     c.del_calls += 1
     if delete_endpoint_fast(node, sandbox):
         c.del_404 += 1

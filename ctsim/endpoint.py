@@ -119,7 +119,7 @@ def delete_endpoint_fast(node: Node, sandbox: Sandbox) -> bool:
     ticket = node.endpoint_delete.reserve()
     req = node.endpoint_delete.try_admit(ticket) if ticket is not None else None
     if req is None:
-        node.endpoint_delete.requests_scheduled -= 1  # the handler will reserve again
+        node.endpoint_delete.core.requests_scheduled -= 1  # the handler will reserve again
         return False
     node.endpoint_delete.finish(req, success=True)
     return True

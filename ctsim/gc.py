@@ -89,20 +89,23 @@ def run_gc(
     interval: float,
     first_pass_at: float,
     history: GCHistory,
+    time_scale: float = 1.0,
 ) -> Generator[simpy.Event, object, None]:
     """The GC goroutine of one family: pass, adapt the interval, sleep, repeat.
+
+    Intervals are on the node's clock; sleeps are divided by ``time_scale``.
 
     ``walk_pass`` walks the family's maps under its lock and returns
     (entries walked, entries deleted, max delete ratio over the maps).
     """
     if first_pass_at > 0:
-        yield env.timeout(first_pass_at)
+        yield env.timeout(first_pass_at / time_scale)
     previous_start: float | None = None
     while True:
         start = env.now
         walked, deleted, ratio = yield env.process(walk_pass())
-        actual = start - previous_start if previous_start is not None else 0.0
+        actual = (start - previous_start) * time_scale if previous_start is not None else 0.0
         interval = policy.get_interval(interval, actual, ratio)
         history.passes.append(GCPass(start, env.now, walked, deleted, ratio, interval))
         previous_start = start
-        yield env.timeout(interval)
+        yield env.timeout(interval / time_scale)

@@ -8,6 +8,7 @@ next sync (spec §6).
 
 from __future__ import annotations
 
+import random
 from collections.abc import Generator
 from dataclasses import dataclass, field
 
@@ -25,6 +26,7 @@ BACKOFF_JITTER = 0.5
 class Pod:
     index: int
     created_at: float
+    rng: random.Random = field(repr=False, compare=False, default_factory=random.Random)
     attempts: int = 0
     ready_at: float | None = None
     failures: list[tuple[float, str]] = field(default_factory=list)
@@ -44,6 +46,17 @@ class Pod:
         if self.ready:
             return "ready"
         return "retrying" if self.failures else "pending"
+
+
+def backoff(rng: random.Random) -> float:
+    """``wait.Jitter(10s, 0.5)``."""
+    return BACKOFF * (1.0 + rng.random() * BACKOFF_JITTER)
+
+
+def new_pod(index: int, seed: int, start_spread: float) -> Pod:
+    """Each pod draws from its own stream, so its randomness does not depend on event order."""
+    rng = random.Random(seed * 1_000_003 + index)
+    return Pod(index=index, created_at=rng.random() * start_spread, rng=rng)
 
 
 def pod_worker(node: Node, pod: Pod, deadline_s: float, start_delay: float) -> Generator[simpy.Event, object, None]:
@@ -67,4 +80,4 @@ def pod_worker(node: Node, pod: Pod, deadline_s: float, start_delay: float) -> G
             torn_down = yield from cni_del(node, sandbox)  # containerd's deferred teardown
             if not torn_down:
                 stale, pod.stale_sandbox = sandbox, True
-        yield env.timeout(BACKOFF * (1.0 + node.rng.random() * BACKOFF_JITTER))
+        yield env.timeout(backoff(pod.rng) / node.time_scale)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Generator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 import simpy
@@ -175,11 +175,25 @@ class Ticket(NamedTuple):
     time_to_act: float
 
 
-@dataclass
-class APILimiter:
-    """One named limiter of the agent's ``APILimiterSet``."""
+def scaled(params: APILimiterParameters, time_scale: float) -> APILimiterParameters:
+    """The same limiter on a clock ``time_scale`` times faster (for ``ctsim emulate``)."""
+    if time_scale == 1.0:
+        return params
+    return replace(
+        params,
+        estimated_processing=params.estimated_processing / time_scale,
+        rate_limit=params.rate_limit * time_scale,
+        max_wait=params.max_wait / time_scale,
+    )
 
-    env: simpy.Environment
+
+@dataclass
+class LimiterCore:
+    """The clock-free part of ``APILimiter``: reservations, counters and AutoAdjust.
+
+    The simulator drives it on SimPy time, ``ctsim emulate`` on the wall clock.
+    """
+
     name: str
     params: APILimiterParameters
     requests_scheduled: int = 0
@@ -188,102 +202,67 @@ class APILimiter:
     rejected: int = 0
     parallel_requests: int = 0
     adjustment_factor: float = 1.0
+    bucket: TokenBucket | None = None
     _durations: deque[float] = field(default_factory=deque)
     _durations_sum: float = 0.0
     _adjusted: bool = False
-    _bucket: TokenBucket | None = None
-    _semaphore: WeightedSemaphore = field(init=False)
 
     def __post_init__(self) -> None:
         self.parallel_requests = self.params.parallel_requests
         if self.params.rate_limit:
-            self._bucket = TokenBucket(self.params.rate_limit, self.params.rate_burst)
-        self._semaphore = WeightedSemaphore(self.env, WAIT_SEMAPHORE_RESOLUTION)
+            self.bucket = TokenBucket(self.params.rate_limit, self.params.rate_burst)
 
     @property
     def rate_limit(self) -> float:
-        return self._bucket.limit if self._bucket else 0.0
+        return self.bucket.limit if self.bucket else 0.0
 
     @property
     def rate_burst(self) -> int:
-        return self._bucket.burst if self._bucket else 0
+        return self.bucket.burst if self.bucket else 0
 
-    def reserve(self) -> Ticket | None:
+    def reserve(self, now: float) -> Ticket | None:
         """Skip, or reserve a token; None (HTTP 429) when the wait would exceed max_wait."""
-        p, now = self.params, self.env.now
+        p = self.params
         self.requests_scheduled += 1
         if p.skip_initial > 0 and self.requests_scheduled <= p.skip_initial:
             return Ticket(skip=True, delay=0.0, time_to_act=now)
-        delay = self._bucket.reserve(now) if self._bucket is not None else 0.0
+        delay = self.bucket.reserve(now) if self.bucket is not None else 0.0
         if p.max_wait > 0 and delay > p.max_wait:
-            self._bucket.cancel(now, now + delay)  # type: ignore[union-attr]
+            self.bucket.cancel(now, now + delay)  # type: ignore[union-attr]
             self.rejected += 1
             return None
         return Ticket(skip=False, delay=delay, time_to_act=now + delay)
 
-    def _weight(self) -> int:
+    def cancel(self, now: float, ticket: Ticket) -> None:
+        """The caller left while waiting for its token: give the token back."""
+        if self.bucket is not None and not ticket.skip:
+            self.bucket.cancel(now, ticket.time_to_act)
+
+    def weight(self) -> int:
+        """Semaphore weight of one request at the current parallelism."""
         return WAIT_SEMAPHORE_RESOLUTION // self.parallel_requests if self.parallel_requests > 0 else 0
 
-    def _admit(self, weight: int) -> LimitedRequest:
+    def admitted(self, now: float, weight: int) -> LimitedRequest:
         self.in_flight += 1
-        return LimitedRequest(start=self.env.now, weight=weight)
+        return LimitedRequest(start=now, weight=weight)
 
-    def try_admit(self, ticket: Ticket) -> LimitedRequest | None:
-        """Admits at once when nothing has to be waited for; None otherwise."""
-        if ticket.skip:
-            return self._admit(0)
-        if ticket.delay > 0:
-            return None
-        weight = self._weight()
-        if weight and not self._semaphore.try_acquire(weight):
-            return None
-        return self._admit(weight)
-
-    def wait(self, ticket: Ticket, ctx: simpy.Event) -> Generator[simpy.Event, object, LimitedRequest]:
-        """The rest of ``APILimiter.Wait``: raises TooManyRequests or Cancelled, else admits."""
-        req = self.try_admit(ticket)
-        if req is not None:
-            return req
-        env = self.env
-        if ticket.delay > 0:
-            yield env.timeout(ticket.delay) | ctx
-            if ctx.processed:
-                self._bucket.cancel(env.now, ticket.time_to_act)  # type: ignore[union-attr]
-                raise Cancelled()
-        weight = self._weight()
-        if weight:
-            grant = self._semaphore.acquire(weight)
-            if not grant.triggered:
-                waits = [grant, ctx]
-                if self.params.max_wait > 0:
-                    waits.append(env.timeout(self.params.max_wait - ticket.delay))
-                yield env.any_of(waits)
-                if not grant.triggered:
-                    self._semaphore.abandon(grant, weight)
-                    if ctx.processed:
-                        raise Cancelled()
-                    self.rejected += 1
-                    raise TooManyRequests()
-        return self._admit(weight)
-
-    def finish(self, req: LimitedRequest, success: bool) -> None:
-        """``requestFinished`` (Done or Error): frees the slot; success re-tunes."""
+    def finished(self, now: float, req: LimitedRequest, success: bool) -> bool:
+        """``requestFinished``; returns False when ``req`` was already finished."""
         if req.finished:
-            return
+            return False
         req.finished = True
-        if req.weight:
-            self._semaphore.release(req.weight)
         self.requests_processed += 1
         self.in_flight -= 1
         if not success:
-            return
-        duration = self.env.now - req.start
+            return True
+        duration = now - req.start
         self._durations.append(duration)
         self._durations_sum += duration
         if len(self._durations) > self.params.mean_over:
             self._durations_sum -= self._durations.popleft()
         if self.params.auto_adjust and self.params.estimated_processing:
-            self._adjust(max(self._durations_sum, 0.0) / len(self._durations))
+            self._adjust(now, max(self._durations_sum, 0.0) / len(self._durations))
+        return True
 
     def _delayed(self, current: float, low: float, high: float) -> float:
         """``delayedAdjustment``: moves only part of the way towards current * f."""
@@ -299,7 +278,7 @@ class APILimiter:
         m = self.params.max_adjustment_factor
         return max(initial / m, min(initial * m, new))
 
-    def _adjust(self, mean: float) -> None:
+    def _adjust(self, now: float, mean: float) -> None:
         p = self.params
         m = p.max_adjustment_factor
         f = p.estimated_processing / mean if mean > 1e-12 else m
@@ -309,8 +288,63 @@ class APILimiter:
         self.adjustment_factor, self._adjusted = f, True
         parallel = self._delayed(p.parallel_requests, p.min_parallel_requests, p.max_parallel_requests)
         self.parallel_requests = int(self._bounded(parallel, p.parallel_requests))
-        if self._bucket is not None:
-            now = self.env.now
-            self._bucket.set_limit(now, self._bounded(p.rate_limit * f, p.rate_limit))
+        if self.bucket is not None:
+            self.bucket.set_limit(now, self._bounded(p.rate_limit * f, p.rate_limit))
             burst = self._bounded(self._delayed(p.rate_burst, p.min_parallel_requests, 0.0), p.rate_burst)
-            self._bucket.set_burst(now, math.floor(burst + 0.5))
+            self.bucket.set_burst(now, math.floor(burst + 0.5))
+
+
+class APILimiter:
+    """One named limiter of the agent's ``APILimiterSet``, on SimPy time."""
+
+    def __init__(self, env: simpy.Environment, name: str, params: APILimiterParameters) -> None:
+        self.env = env
+        self.core = LimiterCore(name, params)
+        self._semaphore = WeightedSemaphore(env, WAIT_SEMAPHORE_RESOLUTION)
+
+    def reserve(self) -> Ticket | None:
+        return self.core.reserve(self.env.now)
+
+    def try_admit(self, ticket: Ticket) -> LimitedRequest | None:
+        """Admits at once when nothing has to be waited for; None otherwise."""
+        core = self.core
+        if ticket.skip:
+            return core.admitted(self.env.now, 0)
+        if ticket.delay > 0:
+            return None
+        weight = core.weight()
+        if weight and not self._semaphore.try_acquire(weight):
+            return None
+        return core.admitted(self.env.now, weight)
+
+    def wait(self, ticket: Ticket, ctx: simpy.Event) -> Generator[simpy.Event, object, LimitedRequest]:
+        """The rest of ``APILimiter.Wait``: raises TooManyRequests or Cancelled, else admits."""
+        req = self.try_admit(ticket)
+        if req is not None:
+            return req
+        env, core = self.env, self.core
+        if ticket.delay > 0:
+            yield env.timeout(ticket.delay) | ctx
+            if ctx.processed:
+                core.cancel(env.now, ticket)
+                raise Cancelled()
+        weight = core.weight()
+        if weight:
+            grant = self._semaphore.acquire(weight)
+            if not grant.triggered:
+                waits = [grant, ctx]
+                if core.params.max_wait > 0:
+                    waits.append(env.timeout(core.params.max_wait - ticket.delay))
+                yield env.any_of(waits)
+                if not grant.triggered:
+                    self._semaphore.abandon(grant, weight)
+                    if ctx.processed:
+                        raise Cancelled()
+                    core.rejected += 1
+                    raise TooManyRequests()
+        return core.admitted(env.now, weight)
+
+    def finish(self, req: LimitedRequest, success: bool) -> None:
+        """``requestFinished`` (Done or Error): frees the slot; success re-tunes."""
+        if self.core.finished(self.env.now, req, success) and req.weight:
+            self._semaphore.release(req.weight)

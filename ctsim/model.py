@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass, field
 
 import simpy
@@ -10,15 +9,13 @@ import simpy
 from ctsim.churn import connection_churn
 from ctsim.ctmap import new_map
 from ctsim.gc import GCHistory, GCPolicy, run_gc
-from ctsim.kubelet import Pod, pod_worker
+from ctsim.kubelet import Pod, new_pod, pod_worker
 from ctsim.lock import GlobalDeleteLock
 from ctsim.node import Family, Node
 from ctsim.projection import max_entries_for_burst, safe_burst, walk_seconds
 from ctsim.result import Advice, Result, verdict
 from ctsim.scenario import Scenario
 from ctsim.walk import walk
-
-POD_START_SPREAD = 1.0  # seconds over which kubelet's pod workers reach CNI ADD
 
 
 @dataclass
@@ -32,7 +29,7 @@ class Model:
     def __post_init__(self) -> None:
         s = self.scenario
         self.env = env = simpy.Environment()
-        rng = random.Random(s.seed)
+        k = s.time_scale
         expired = round(s.entries * s.expired_fraction)
         tcp = new_map("cilium_ct4_global", s.max_entries, established=s.entries - expired, expired=expired)
         any4 = new_map("cilium_ct_any4_global", s.any_max_entries)
@@ -42,9 +39,9 @@ class Model:
             families=[family],
             walk_rate=s.walk_rate,
             delete_seconds=s.delete_seconds,
-            regeneration_seconds=s.regeneration_seconds,
+            regeneration_seconds=s.regeneration_seconds / k,
             cores=s.cores,
-            rng=rng,
+            time_scale=k,
         )
         self.entries_at_start = family.present
         self.gc = GCHistory()
@@ -57,23 +54,26 @@ class Model:
                 s.gc_initial_interval,
                 s.gc_first_pass,
                 self.gc,
+                k,
             )
         )
         if s.churn.peak > 0:
+            if k != 1.0:
+                raise ValueError("churn is not modelled on a scaled clock")
             env.process(connection_churn(env, tcp, s.churn, s.conn_seconds))
-        self.pods = [Pod(i, created_at=rng.random() * POD_START_SPREAD) for i in range(s.pods)]
+        self.pods = [new_pod(i, s.seed, s.pod_start_spread / k) for i in range(s.pods)]
         for pod in self.pods:
-            env.process(pod_worker(self.node, pod, s.deadline, pod.created_at))
+            env.process(pod_worker(self.node, pod, s.deadline / k, pod.created_at))
 
     def run(self) -> Result:
-        self.env.run(until=self.scenario.horizon)
+        self.env.run(until=self.scenario.horizon / self.scenario.time_scale)
         return self.result()
 
     def result(self) -> Result:
         s, node = self.scenario, self.node
         family = node.families[0]
         tcp = family.maps[0]
-        overhead = s.regeneration_seconds
+        overhead = s.regeneration_seconds / s.time_scale
         return Result(
             scenario=s,
             verdict=verdict(self.pods),
@@ -89,16 +89,16 @@ class Model:
             expired_at_end=sum(m.expired(self.env.now) for m in family.maps),
             live_evicted=sum(m.live_evicted for m in family.maps),
             limiter_end={
-                "endpoint_create_rate_per_s": node.endpoint_create.rate_limit,
-                "endpoint_create_burst": node.endpoint_create.rate_burst,
-                "endpoint_create_parallel": node.endpoint_create.parallel_requests,
-                "endpoint_create_rejected": node.endpoint_create.rejected,
+                "endpoint_create_rate_per_s": node.endpoint_create.core.rate_limit,
+                "endpoint_create_burst": node.endpoint_create.core.rate_burst,
+                "endpoint_create_parallel": node.endpoint_create.core.parallel_requests,
+                "endpoint_create_rejected": node.endpoint_create.core.rejected,
             },
             advice=Advice(
                 burst=s.pods,
-                safe_burst=safe_burst(self.entries_at_start, s.walk_rate, s.deadline, overhead),
-                max_entries_for_burst=max_entries_for_burst(s.pods, s.walk_rate, s.deadline, overhead),
-                walk_seconds_for_burst=(s.deadline - overhead) / s.pods,
+                safe_burst=safe_burst(self.entries_at_start, s.walk_rate, s.deadline / s.time_scale, overhead),
+                max_entries_for_burst=max_entries_for_burst(s.pods, s.walk_rate, s.deadline / s.time_scale, overhead),
+                walk_seconds_for_burst=(s.deadline / s.time_scale - overhead) / s.pods,
             ),
             extra={"tcp_cohorts_at_end": tcp.cohorts},
         )

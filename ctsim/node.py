@@ -8,13 +8,12 @@ processes in their own modules and take the node as their first argument.
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass, field
 
 import simpy
 
 from ctsim.ctmap import CTMap
-from ctsim.limiter import ENDPOINT_CREATE, ENDPOINT_DELETE, APILimiter
+from ctsim.limiter import ENDPOINT_CREATE, ENDPOINT_DELETE, APILimiter, scaled
 from ctsim.lock import GlobalDeleteLock
 
 
@@ -57,13 +56,13 @@ class Node:
     delete_seconds: float
     regeneration_seconds: float
     cores: int
-    rng: random.Random
+    time_scale: float = 1.0
     counters: Counters = field(default_factory=Counters)
     endpoint_create: APILimiter = field(init=False)
     endpoint_delete: APILimiter = field(init=False)
     build_permits: simpy.Resource = field(init=False)
 
     def __post_init__(self) -> None:
-        self.endpoint_create = APILimiter(self.env, "endpoint-create", ENDPOINT_CREATE)
-        self.endpoint_delete = APILimiter(self.env, "endpoint-delete", ENDPOINT_DELETE)
+        self.endpoint_create = APILimiter(self.env, "endpoint-create", scaled(ENDPOINT_CREATE, self.time_scale))
+        self.endpoint_delete = APILimiter(self.env, "endpoint-delete", scaled(ENDPOINT_DELETE, self.time_scale))
         self.build_permits = simpy.Resource(self.env, capacity=self.cores)  # buildEndpointSem

@@ -143,3 +143,37 @@ def render_calibration(doc: dict, output: str | None, console: Console | None = 
         )
     if output:
         console.print(f"Wrote {output}: use it with `ctsim run --calibration {output}`.")
+
+
+def render_emulation(report: dict, console: Console | None = None) -> None:
+    """Emulated (real kernel) beside simulated, pod by pod."""
+    console = console or Console(highlight=False)
+    console.print(f"Scaling: {report['scaling']['description']}")
+    rate = report["rate"]
+    console.print(f"Walk rate: {rate['entries_per_s']:,.0f} entries/s — {rate['source']}")
+    table = Table("pod", "emulated", "simulated", "emulated s", "simulated s")
+    for row in report["pods"]:
+        style = "" if row["emulated"] == row["simulated"] else "bold red"
+        table.add_row(
+            str(row["pod"]),
+            row["emulated"],
+            row["simulated"],
+            "—" if row["emulated_latency_s"] is None else f"{row['emulated_latency_s']:.2f}",
+            "—" if row["simulated_latency_s"] is None else f"{row['simulated_latency_s']:.2f}",
+            style=style,
+        )
+    console.print(table)
+    e, s = report["emulated"], report["simulated"]
+    console.print(
+        f"ADD timeouts {e['add_timeouts']} vs {s['add_timeouts']}, HTTP 429 {e['add_429']} vs {s['add_429']}, "
+        f"orphaned walks {e['orphaned_walks']} vs {s['orphaned_walks']} (emulated vs simulated)"
+    )
+    err = report["latency_error"]
+
+    def pct(x: float | None) -> str:
+        return "—" if x is None else f"{x:.1%}"
+
+    console.print(
+        f"Mismatched pods: [bold]{report['mismatched_pods']}[/bold] of {len(report['pods'])}; latency error "
+        f"p50 {pct(err['p50'])}, p90 {pct(err['p90'])}, max {pct(err['max'])}"
+    )

@@ -56,6 +56,11 @@ class Scenario:
     horizon: float
     seed: int
     notes: tuple[str, ...] = field(default=())
+    # How many times faster than the node's clock the run's clock goes; every
+    # duration but a walk's is divided by it (walks are entries / rate).
+    # 1 for `ctsim run`; `ctsim emulate` scales down.
+    time_scale: float = 1.0
+    pod_start_spread: float = 1.0  # kubelet's pod workers reach CNI ADD within this
 
     def to_dict(self) -> dict[str, object]:
         d = asdict(self)

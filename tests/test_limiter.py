@@ -53,10 +53,10 @@ def test_auto_adjust_slows_down_after_slow_successes() -> None:
     env.run(until=80)  # an 80 s request: the incident's walk
     limiter.finish(req, success=True)
     f = 2 / 80
-    assert limiter.adjustment_factor == pytest.approx(f)
-    assert limiter.rate_limit == pytest.approx(0.5 * f)
-    assert limiter.rate_burst == 2  # round(max(2, 4 + (4f - 4) * 0.5))
-    assert limiter.parallel_requests == 2
+    assert limiter.core.adjustment_factor == pytest.approx(f)
+    assert limiter.core.rate_limit == pytest.approx(0.5 * f)
+    assert limiter.core.rate_burst == 2  # round(max(2, 4 + (4f - 4) * 0.5))
+    assert limiter.core.parallel_requests == 2
 
 
 def test_failed_requests_do_not_adjust() -> None:
@@ -67,5 +67,5 @@ def test_failed_requests_do_not_adjust() -> None:
     req = limiter.try_admit(ticket)
     env.run(until=80)
     limiter.finish(req, success=False)  # type: ignore[arg-type]
-    assert limiter.rate_limit == 0.5
-    assert limiter.in_flight == 0
+    assert limiter.core.rate_limit == 0.5
+    assert limiter.core.in_flight == 0

@@ -1,0 +1,82 @@
+"""The scenario flags, declared once and shared by every command that takes a scenario.
+
+``ctsim run``, ``ctsim emulate`` and ``ctsim sweep`` accept the same flags with
+the same help; ``@scenario_options`` appends them to a typer command and hands
+the command one ``Scenario``, resolved (and validated) by ``ctsim.scenario``.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import typing
+from collections.abc import Callable
+from typing import Annotated, Any, Optional
+
+import typer
+
+Str = Optional[str]  # noqa: UP045 - typer reads Optional at runtime
+
+
+def _opt(help_text: str) -> Any:
+    return typer.Option(help=help_text, rich_help_panel="Scenario")
+
+
+# name → (annotation, default); names are resolve()'s keyword arguments.
+SCENARIO_FLAGS: dict[str, tuple[Any, Any]] = {
+    "entries": (Annotated[Str, _opt("Present CT entries at t=0 (16M, 16Mi, 262144).")], None),
+    "pods": (Annotated[str, _opt("Pods scheduled onto the node at once.")], "50"),
+    "max_entries": (Annotated[Str, _opt("CT map capacity (default: the preset's).")], None),
+    "expired_fraction": (Annotated[Str, _opt("Share of the t=0 entries already expired.")], None),
+    "rate": (Annotated[Str, _opt("Walk rate, entries/s (default: the profile's published rate).")], None),
+    "churn": (Annotated[Str, _opt("New connections: 50000/min, or '50000/min for 8h, 500/min for 16h'.")], None),
+    "conn_duration": (Annotated[Str, _opt("How long each connection stays open.")], None),
+    "deadline": (Annotated[Str, _opt("cilium-cni's API client timeout (90s).")], None),
+    "gc_interval": (Annotated[str, _opt("conntrack-gc-interval: 'auto' (adaptive) or a duration.")], "auto"),
+    "gc_initial_interval": (Annotated[Str, _opt("Start a fresh agent with this GC interval (5m).")], None),
+    "gc_next_pass": (Annotated[Str, _opt("When the next GC pass starts.")], None),
+    "gc_max_interval": (Annotated[Str, _opt("conntrack-gc-max-interval.")], None),
+    "regeneration": (
+        Annotated[
+            Str,
+            typer.Option("--regeneration-time", help="Endpoint BPF compile and load time.", rich_help_panel="Scenario"),
+        ],
+        None,
+    ),
+    "cores": (Annotated[Str, _opt("Node cores (build permits).")], None),
+    "node_memory": (Annotated[Str, _opt("Node memory for dynamic map sizing (2Ti).")], None),
+    "map_ratio": (Annotated[Str, _opt("bpf-map-dynamic-size-ratio (0.0025).")], None),
+    "horizon": (Annotated[Str, _opt("How much node time to simulate (1h).")], None),
+    "seed": (Annotated[int, _opt("Random seed: same seed, same result.")], 1),
+    "preset": (Annotated[Str, _opt("analytics (the incident, default) or standard.")], None),
+    "profile": (Annotated[str, _opt("cilium-1.16 (per-entry walk) or cilium-1.17 (batched).")], "cilium-1.16"),
+    "calibration": (Annotated[Str, _opt("Walk rates from `ctsim calibrate --output FILE`.")], None),
+}
+
+
+def scenario_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Adds the scenario flags to ``command``, which receives ``scenario=Scenario``."""
+    from ctsim.scenario import resolve
+
+    hints = typing.get_type_hints(command, include_extras=True)  # real objects, not strings
+    own = [
+        p.replace(kind=inspect.Parameter.KEYWORD_ONLY, annotation=hints[p.name])
+        for p in inspect.signature(command).parameters.values()
+        if p.name != "scenario"
+    ]
+    added = [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
+        for name, (annotation, default) in SCENARIO_FLAGS.items()
+    ]
+
+    @functools.wraps(command)
+    def wrapper(**kwargs: Any) -> Any:
+        flags = {name: kwargs.pop(name) for name in SCENARIO_FLAGS}
+        return command(scenario=resolve(**flags), **kwargs)
+
+    wrapper.__signature__ = inspect.Signature([*added, *own])  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {
+        **{p.name: p.annotation for p in own},
+        **{name: annotation for name, (annotation, _) in SCENARIO_FLAGS.items()},
+    }
+    return wrapper
