@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from ctsim.errors import InputError
+from ctsim.errors import InputError, run_cli
 from ctsim.options import Str, scenario_options
 from ctsim.scenario import Scenario
 
@@ -139,26 +139,4 @@ def _with_progress(work):  # type: ignore[no-untyped-def]
 
 
 def main() -> None:
-    """Entry point: typer parses; every input error becomes one line and exit code 2."""
-    try:
-        rv = app(standalone_mode=False)
-    except InputError as exc:
-        _fail(str(exc))
-    except typer.Exit as exc:
-        sys.exit(exc.exit_code)
-    except (typer.Abort, KeyboardInterrupt):
-        print("ctsim: interrupted (what it had created is removed)", file=sys.stderr)
-        sys.exit(130)
-    except Exception as exc:
-        # typer's (vendored or real) click usage errors: they carry their own message.
-        message = getattr(exc, "format_message", None)
-        if message is None:
-            raise
-        _fail(message(), getattr(exc, "exit_code", 2))
-    sys.exit(rv if isinstance(rv, int) else 0)
-
-
-def _fail(message: str, code: int = 2) -> None:
-    if message:  # typer's no-args help carries none: the help is the message
-        print(f"ctsim: error: {message}", file=sys.stderr)
-    sys.exit(code)
+    run_cli(app, "ctsim")

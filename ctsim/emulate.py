@@ -13,12 +13,14 @@ scaled scenario, and the two are compared pod by pod.
 from __future__ import annotations
 
 import contextlib
+import multiprocessing
 import struct
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from multiprocessing.connection import Connection
 from typing import Any
 
 from ctsim.bpf import BPF_MAP_TYPE_LRU_HASH, BPFMap
@@ -44,7 +46,6 @@ from ctsim.scenario import Scenario
 LIFETIME_EXPIRED = 0
 LIFETIME_LIVE = 0xFFFFFFFF
 _LIFETIME = struct.Struct("<I")  # our CT value keeps the entry's lifetime in its first 4 bytes
-STOP_CHECK_EVERY = 4096
 
 
 class Stopped(Exception):
@@ -202,6 +203,36 @@ class EmuPod:
     failures: list[tuple[float, str]] = field(default_factory=list)
 
 
+def _walker(conn: Connection, maps: list[BPFMap]) -> None:
+    """The walking process: one full walk of every map per request, as Cilium's loop.
+
+    A scrub only walks (a new pod's IP matches nothing): the tight loop that
+    ``ctsim calibrate`` times. A GC pass also reads each lifetime and deletes
+    the expired entries.
+    """
+    while True:
+        try:
+            collect_garbage = conn.recv()
+        except EOFError:
+            return
+        if collect_garbage is None:
+            return
+        walked, deleted, ratio = 0, 0, 0.0
+        for m in maps:
+            if not collect_garbage:
+                walked += sum(1 for _ in m.walk())
+                continue
+            expired: list[bytes] = []
+            for key in m.walk():
+                if _LIFETIME.unpack_from(m.last_value)[0] == LIFETIME_EXPIRED:
+                    expired.append(key)
+                walked += 1
+            n = sum(m.delete(key) for key in expired)
+            deleted += n
+            ratio = max(ratio, n / m.max_entries)
+        conn.send((walked, deleted, ratio))
+
+
 class EmulatedNode:
     """The agent's state on real kernel objects, and its actors as threads."""
 
@@ -220,6 +251,22 @@ class EmulatedNode:
         self.gc_intervals: list[float] = []
         self.counts = {"add_timeouts": 0, "add_429": 0, "walks": 0, "orphaned_walks": 0}
         self._count_lock = threading.Lock()
+        # Walks run in a process of their own, forked before any thread starts:
+        # the agent walks on its own core, not under this process's GIL.
+        ctx = multiprocessing.get_context("fork")
+        self._walker, child = ctx.Pipe()
+        self._walker_mutex = threading.Lock()
+        self._walker_process = ctx.Process(target=_walker, args=(child, maps), daemon=True)
+        self._walker_process.start()
+        child.close()
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError, BrokenPipeError):
+            self._walker.send(None)
+        self._walker_process.join(timeout=30)
+        if self._walker_process.is_alive():
+            self._walker_process.kill()
+        self._walker.close()
 
     def _count(self, key: str) -> None:
         with self._count_lock:
@@ -239,18 +286,11 @@ class EmulatedNode:
     def walk(self, collect_garbage: bool, caller_deadline: float | None) -> tuple[int, int, float]:
         self.ct_lock.acquire()
         try:
-            walked, ratio, deleted = 0, 0.0, 0
-            for m in self.maps:
-                expired: list[bytes] = []
-                for i, key in enumerate(m.walk()):
-                    if i % STOP_CHECK_EVERY == 0 and self.stop.is_set():
-                        raise Stopped()
-                    if collect_garbage and _LIFETIME.unpack_from(m.last_value)[0] == LIFETIME_EXPIRED:
-                        expired.append(key)
-                    walked += 1
-                n = sum(m.delete(key) for key in expired)
-                deleted += n
-                ratio = max(ratio, n / m.max_entries)
+            if self.stop.is_set():
+                raise Stopped()
+            with self._walker_mutex:  # the lock already serialises; this guards the pipe
+                self._walker.send(collect_garbage)
+                walked, deleted, ratio = self._walker.recv()
         finally:
             self.ct_lock.release()
         self._count("walks")
@@ -445,7 +485,7 @@ def scale(s: Scenario, time_scale: float, real_rate: float, delete_seconds: floa
         churn=ChurnSchedule(((0.0, float("inf")),)),
         time_scale=time_scale,
         # Far enough apart that thread wake-up jitter cannot reorder arrivals.
-        pod_start_spread=max(s.pod_start_spread, s.pods * 0.02 * time_scale),
+        pod_start_spread=max(s.pod_start_spread, s.pods * 0.04 * time_scale),
     )
     return scaled_s, Scaling(time_scale, factor, full_walk, full_walk / s.deadline)
 
@@ -460,7 +500,7 @@ def emulate(s: Scenario) -> dict[str, Any]:
         node.spawn(node.gc_loop)
         pods = []
         for i in range(s.pods):
-            model_pod = new_pod(i, s.seed, s.pod_start_spread / s.time_scale)
+            model_pod = new_pod(i, s.pods, s.seed, s.pod_start_spread / s.time_scale)
             pod = EmuPod(index=i, created_at=model_pod.created_at)
             pods.append(pod)
             node.spawn(node.pod_worker, pod, model_pod.rng, horizon)
@@ -468,6 +508,7 @@ def emulate(s: Scenario) -> dict[str, Any]:
         node.stop.set()
         for t in list(node.threads):
             t.join(timeout=30)
+        node.close()
         return {
             "pods": pods,
             "counts": node.counts,

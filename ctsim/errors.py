@@ -1,5 +1,38 @@
-"""The one error type that reaches the user as a single line and exit code 2."""
+"""Bad input reaches the user as one line and exit code 2, never a traceback."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, NoReturn
 
 
 class InputError(ValueError):
     """Bad user input: the message is shown as is, never with a traceback."""
+
+
+def fail(prog: str, message: str, code: int = 2) -> NoReturn:
+    if message:  # typer's no-args help carries none: the help is the message
+        print(f"{prog}: error: {message}", file=sys.stderr)
+    sys.exit(code)
+
+
+def run_cli(app: Any, prog: str) -> NoReturn:
+    """Runs a typer app; every input error, typer's or ours, becomes one line and exit 2."""
+    import typer
+
+    try:
+        rv = app(standalone_mode=False)
+    except InputError as exc:
+        fail(prog, str(exc))
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except (typer.Abort, KeyboardInterrupt):
+        print(f"{prog}: interrupted (what it had created is removed)", file=sys.stderr)
+        sys.exit(130)
+    except Exception as exc:
+        # typer's (vendored or real) click usage errors carry their own message.
+        message = getattr(exc, "format_message", None)
+        if message is None:
+            raise
+        fail(prog, message(), getattr(exc, "exit_code", 2))
+    sys.exit(rv if isinstance(rv, int) else 0)

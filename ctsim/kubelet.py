@@ -53,10 +53,16 @@ def backoff(rng: random.Random) -> float:
     return BACKOFF * (1.0 + rng.random() * BACKOFF_JITTER)
 
 
-def new_pod(index: int, seed: int, start_spread: float) -> Pod:
-    """Each pod draws from its own stream, so its randomness does not depend on event order."""
+def new_pod(index: int, pods: int, seed: int, start_spread: float) -> Pod:
+    """The ``index``-th of ``pods`` pods reaching CNI ADD within ``start_spread``.
+
+    Arrivals are in index order, each jittered within the first half of its
+    slot (so two never coincide); each pod draws from its own random stream,
+    so its randomness does not depend on the order of events.
+    """
     rng = random.Random(seed * 1_000_003 + index)
-    return Pod(index=index, created_at=rng.random() * start_spread, rng=rng)
+    slot = start_spread / pods
+    return Pod(index=index, created_at=(index + 0.5 * rng.random()) * slot, rng=rng)
 
 
 def pod_worker(node: Node, pod: Pod, deadline_s: float, start_delay: float) -> Generator[simpy.Event, object, None]:

@@ -61,7 +61,7 @@ class Model:
             if k != 1.0:
                 raise ValueError("churn is not modelled on a scaled clock")
             env.process(connection_churn(env, tcp, s.churn, s.conn_seconds))
-        self.pods = [new_pod(i, s.seed, s.pod_start_spread / k) for i in range(s.pods)]
+        self.pods = [new_pod(i, s.pods, s.seed, s.pod_start_spread / k) for i in range(s.pods)]
         for pod in self.pods:
             env.process(pod_worker(self.node, pod, s.deadline / k, pod.created_at))
 

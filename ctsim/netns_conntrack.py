@@ -54,7 +54,12 @@ def fill(name: str, entries: int, timeout: int = 3600, progress: Callable[[int],
 
 
 def stats(name: str | None = None, family: int = socket.AF_INET) -> tuple[int, int]:
-    """(entries, max entries) from ``IPCTNL_MSG_CT_GET_STATS``: one message, no walk."""
+    """(entries, max entries) from ``IPCTNL_MSG_CT_GET_STATS``: one message, no walk.
+
+    A named namespace must exist: pyroute2 would otherwise create it.
+    """
+    if name and name not in netns.listnetns():
+        raise FileNotFoundError(f"no network namespace named {name!r}")
     kwargs = {"netns": name} if name else {}
     with NFCTSocket(nfgen_family=family, **kwargs) as ct:
         msg = ct.count()[0]

@@ -1,0 +1,3 @@
+from ctwatch.cli import main
+
+main()

@@ -1,0 +1,129 @@
+"""The metrics page: a prometheus-client collector over the latest snapshot.
+
+Names live in the ``ctwatch_`` namespace with base units; labels are
+``source``, ``family`` and ``map`` as the issue asks, plus ``source_up`` and a
+scrape duration per source as node_exporter does per collector.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+from prometheus_client.core import GaugeMetricFamily, InfoMetricFamily
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from ctwatch import __version__
+from ctwatch.assess import Thresholds
+from ctwatch.watcher import Snapshot
+
+SOURCES = ("nf_conntrack", "bpf", "cilium_metrics")
+
+
+class SnapshotCollector(Collector):
+    """Serves whatever the last cycle produced; collection never blocks on a source."""
+
+    def __init__(self, thresholds: Thresholds, enabled: tuple[str, ...] = SOURCES) -> None:
+        self.thresholds = thresholds
+        self.enabled = enabled
+        self._snapshot: Snapshot | None = None
+        self._lock = threading.Lock()
+
+    def update(self, snapshot: Snapshot) -> None:
+        with self._lock:
+            self._snapshot = snapshot
+
+    def collect(self) -> Iterator[GaugeMetricFamily | InfoMetricFamily]:
+        with self._lock:
+            snap = self._snapshot
+        t = self.thresholds
+        yield InfoMetricFamily("ctwatch_build", "ctwatch's version.", value={"version": __version__})
+        yield GaugeMetricFamily("ctwatch_deadline_seconds", "cilium-cni's API client timeout.", value=t.deadline_s)
+        yield GaugeMetricFamily(
+            "ctwatch_burst_pods", "Pod creates assumed to queue on the CT lock at once.", value=t.burst
+        )
+        up = GaugeMetricFamily("ctwatch_source_up", "1 if the source answered in the last cycle.", labels=["source"])
+        took = GaugeMetricFamily(
+            "ctwatch_source_scrape_duration_seconds", "Time the source took in the last cycle.", labels=["source"]
+        )
+        if snap is None:
+            yield up
+            yield took
+            return
+        for name in self.enabled:
+            result = snap.results.get(name)
+            if result is not None:
+                up.add_metric([name], 1.0 if result.up else 0.0)
+                took.add_metric([name], result.duration_s)
+        yield up
+        yield took
+        yield GaugeMetricFamily(
+            "ctwatch_cycle_cpu_seconds", "CPU time ctwatch spent on its last collection cycle.", value=snap.cycle_cpu_s
+        )
+
+        labels = ["source", "family", "map"]
+        entries = GaugeMetricFamily("ctwatch_entries", "Entries present in the table.", labels=labels)
+        max_entries = GaugeMetricFamily("ctwatch_max_entries", "Capacity of the table.", labels=labels)
+        for result in snap.results.values():
+            for r in result.readings if result.up else []:
+                if r.entries is not None:
+                    entries.add_metric([r.source, r.family, r.map], r.entries)
+                max_entries.add_metric([r.source, r.family, r.map], r.max_entries)
+        metrics = snap.results.get("cilium_metrics")
+        if metrics is not None and metrics.up:
+            bpf = snap.results.get("bpf")
+            capacity = {r.map: r.max_entries for r in bpf.readings} if bpf is not None and bpf.up else {}
+            for name, pressure in sorted(metrics.pressure.items()):
+                if name in capacity:
+                    family = "ipv6" if "6" in name else "ipv4"
+                    entries.add_metric(["cilium_metrics", family, name], round(pressure * capacity[name]))
+        yield entries
+        yield max_entries
+        if metrics is not None and metrics.up and "gc_interval_seconds" in metrics.extra:
+            yield GaugeMetricFamily(
+                "ctwatch_cilium_gc_interval_seconds",
+                "Cilium's current conntrack GC interval (cilium_datapath_conntrack_gc_interval_seconds).",
+                value=metrics.extra["gc_interval_seconds"],
+            )
+
+        fam = ["family"]
+        rate = GaugeMetricFamily(
+            "ctwatch_walk_rate_entries_per_second",
+            "Entries per second one CT walk visits.",
+            labels=["family", "source"],
+        )
+        walk = GaugeMetricFamily("ctwatch_projected_walk_seconds", "One full walk of the family's CT maps.", labels=fam)
+        burst = GaugeMetricFamily(
+            "ctwatch_projected_burst_seconds",
+            "Until the last of ctwatch_burst_pods creates queued on the lock finishes (walks + regeneration).",
+            labels=fam,
+        )
+        ratio = GaugeMetricFamily(
+            "ctwatch_burst_deadline_ratio",
+            "Projected burst seconds over the deadline (headroom is 1 - this).",
+            labels=fam,
+        )
+        safe = GaugeMetricFamily(
+            "ctwatch_safe_burst_pods", "The largest burst whose scrubs fit the deadline.", labels=fam
+        )
+        eta = GaugeMetricFamily(
+            "ctwatch_seconds_until_deadline",
+            "At the recent growth of the table, until the burst projection reaches the deadline (+Inf: not growing).",
+            labels=fam,
+        )
+        level = GaugeMetricFamily("ctwatch_level", "0 ok, 1 warning, 2 critical.", labels=fam)
+        for f in snap.families:
+            rate.add_metric([f.family, f.rate_source], f.rate)
+            walk.add_metric([f.family], f.walk_seconds)
+            burst.add_metric([f.family], f.burst_seconds)
+            ratio.add_metric([f.family], f.deadline_ratio)
+            safe.add_metric([f.family], f.safe_burst)
+            eta.add_metric([f.family], f.seconds_until_deadline)
+            level.add_metric([f.family], f.level)
+        yield from (rate, walk, burst, ratio, safe, eta, level)
+
+
+def new_registry(collector: SnapshotCollector) -> CollectorRegistry:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(collector)
+    return registry

@@ -1,0 +1,100 @@
+"""Cilium's pinned CT maps, opened read-only: capacity, count and the live walk rate.
+
+``max_entries`` comes from ``BPF_OBJ_GET_INFO_BY_FD`` (one syscall). Counting
+means walking (a BPF map keeps no element count): by ``BPF_MAP_LOOKUP_BATCH``
+in bounded memory, and only as often as a CPU budget allows, because on a
+16Mi map a count costs seconds of CPU. The walk rate is timed on a short,
+bounded sample of ``get_next_key`` + ``lookup``, never the whole map.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+
+from ctsim.bpf import BPFMap
+from ctwatch.readings import CT_MAPS, MapReading
+
+NAME = "bpf"
+CT_VALUE_SIZE = 56
+KEY_SIZES = {"ipv4": 14, "ipv6": 38}
+
+
+class UnexpectedMap(Exception):
+    """A pinned object that is not shaped like a Cilium CT map."""
+
+
+@dataclass
+class _Cached:
+    entries: int
+    counted_at: float
+    cost_s: float
+
+
+@dataclass
+class BPFSource:
+    """Keeps each map's last count and re-counts within ``cpu_budget`` of one core."""
+
+    bpffs: str
+    sample_budget_s: float = 0.02
+    cpu_budget: float = 0.005  # share of one core counting may use, on average
+    batch_size: int = 4096
+    _cache: dict[str, _Cached] = field(default_factory=dict)
+
+    def path(self, name: str) -> str:
+        return os.path.join(self.bpffs, "tc", "globals", name)
+
+    def collect(
+        self, now: float, skip_count: frozenset[str] = frozenset()
+    ) -> tuple[list[MapReading], dict[str, float]]:
+        """Readings for every CT map present; walk rates by family. Raises when none is readable.
+
+        Maps in ``skip_count`` are not counted: a cheaper source (Cilium's
+        pressure metric) already knows their size.
+        """
+        readings: list[MapReading] = []
+        rates: dict[str, float] = {}
+        found = False
+        for family, names in CT_MAPS.items():
+            for name in names:
+                path = self.path(name)
+                if not os.path.exists(path):
+                    self._cache.pop(name, None)
+                    continue
+                found = True
+                with BPFMap.open_pinned(path, read_only=True) as m:
+                    if m.key_size != KEY_SIZES[family] or m.value_size != CT_VALUE_SIZE:
+                        raise UnexpectedMap(
+                            f"{path}: key {m.key_size} B / value {m.value_size} B, "
+                            f"not a Cilium CT map ({KEY_SIZES[family]} B / {CT_VALUE_SIZE} B)"
+                        )
+                    entries = None if name in skip_count else self._count(name, m, now)
+                    readings.append(MapReading(NAME, family, name, entries, m.max_entries))
+                    if family not in rates and self.sample_budget_s > 0:
+                        rate = self._sample_rate(m)
+                        if rate:
+                            rates[family] = rate
+        if not found:
+            raise FileNotFoundError(f"no Cilium CT map pinned under {os.path.join(self.bpffs, 'tc', 'globals')}")
+        return readings, rates
+
+    def _count(self, name: str, m: BPFMap, now: float) -> int:
+        cached = self._cache.get(name)
+        if cached is not None and now - cached.counted_at < cached.cost_s / self.cpu_budget:
+            return cached.entries
+        start = time.process_time()
+        entries = m.count(self.batch_size)
+        self._cache[name] = _Cached(entries, now, max(time.process_time() - start, 1e-4))
+        return entries
+
+    def _sample_rate(self, m: BPFMap) -> float | None:
+        """Entries/s of get_next_key + lookup, timed for at most ``sample_budget_s``."""
+        walked, start = 0, time.perf_counter()
+        deadline = start + self.sample_budget_s
+        for _ in m.walk():
+            walked += 1
+            if walked % 64 == 0 and time.perf_counter() >= deadline:
+                break
+        elapsed = time.perf_counter() - start
+        return walked / elapsed if walked >= 64 and elapsed > 0 else None

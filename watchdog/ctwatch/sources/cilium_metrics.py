@@ -1,0 +1,62 @@
+"""Cilium agent's own metrics: map pressure and the GC's view, parsed with prometheus-client.
+
+``cilium_bpf_map_pressure{map_name="ct4_global"}`` is count/max, refreshed by
+the agent every 30 s by a batched count: with the map's capacity it gives the
+entry count for free. The GC interval metric exists from 1.17 on.
+"""
+
+from __future__ import annotations
+
+import urllib.request
+
+from prometheus_client.parser import text_string_to_metric_families
+
+NAME = "cilium_metrics"
+# map_name label value -> pinned map name
+PRESSURE_MAPS = {
+    "ct4_global": "cilium_ct4_global",
+    "ct_any4_global": "cilium_ct_any4_global",
+    "ct6_global": "cilium_ct6_global",
+    "ct_any6_global": "cilium_ct_any6_global",
+}
+
+
+class BadMetrics(Exception):
+    """The page is not a Prometheus exposition, or has nothing we can use."""
+
+
+def fetch(url: str, timeout_s: float) -> str:
+    with urllib.request.urlopen(url, timeout=timeout_s) as response:
+        body = response.read(16 << 20)
+    return body.decode("utf-8", errors="strict")
+
+
+def parse(page: str) -> tuple[dict[str, float], dict[str, float]]:
+    """(pressure by pinned map name, extra gauges such as the GC interval)."""
+    pressure: dict[str, float] = {}
+    extra: dict[str, float] = {}
+    try:
+        families = list(text_string_to_metric_families(page))
+    except Exception as exc:  # the parser raises several types on garbage
+        raise BadMetrics(f"unparsable metrics page: {exc}") from exc
+    for family in families:
+        for sample in family.samples:
+            if sample.name == "cilium_bpf_map_pressure":
+                name = PRESSURE_MAPS.get(sample.labels.get("map_name", ""))
+                if name:
+                    pressure[name] = float(sample.value)
+            elif sample.name == "cilium_datapath_conntrack_gc_interval_seconds":
+                extra["gc_interval_seconds"] = float(sample.value)
+            elif sample.name == "cilium_datapath_conntrack_gc_duration_seconds_sum":
+                extra["gc_duration_seconds_sum"] = extra.get("gc_duration_seconds_sum", 0.0) + float(sample.value)
+            elif sample.name == "cilium_datapath_conntrack_gc_duration_seconds_count":
+                extra["gc_runs"] = extra.get("gc_runs", 0.0) + float(sample.value)
+            elif sample.name == "cilium_datapath_conntrack_gc_entries" and sample.labels.get("status") == "alive":
+                extra["gc_alive_entries"] = extra.get("gc_alive_entries", 0.0) + float(sample.value)
+    if not pressure and not extra:
+        raise BadMetrics("no cilium_bpf_map_pressure or conntrack GC metrics on the page")
+    return pressure, extra
+
+
+def collect(url: str, timeout_s: float) -> tuple[dict[str, float], dict[str, float]]:
+    return parse(fetch(url, timeout_s))

@@ -1,0 +1,30 @@
+"""The kernel's nf_conntrack table: count and limit, from procfs or from netlink in a netns.
+
+``<procfs>/sys/net/netfilter/nf_conntrack_{count,max}`` is what node_exporter's
+conntrack collector reads; with ``--netns`` the same numbers come from
+``IPCTNL_MSG_CT_GET_STATS`` in that namespace (one message, never a dump).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ctwatch.readings import MapReading
+
+NAME = "nf_conntrack"
+
+
+def _read_int(path: Path) -> int:
+    return int(path.read_text().strip())
+
+
+def collect(procfs: str, netns: str | None = None) -> list[MapReading]:
+    if netns:
+        from ctsim.netns_conntrack import stats
+
+        entries, max_entries = stats(netns)
+    else:
+        base = Path(procfs) / "sys" / "net" / "netfilter"
+        entries = _read_int(base / "nf_conntrack_count")
+        max_entries = _read_int(base / "nf_conntrack_max")
+    return [MapReading(NAME, "all", "nf_conntrack", entries, max_entries)]

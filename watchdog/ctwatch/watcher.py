@@ -1,0 +1,129 @@
+"""One collection cycle: every enabled source, each failing alone, then the assessment.
+
+A source that fails is marked down, logged once (not every cycle) and tried
+again next cycle; when it answers again that is logged once too. Level
+changes are logged as one structured line.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ctwatch.assess import LEVELS, Assessor, FamilyAssessment
+from ctwatch.readings import FAMILY_OF_MAP, SourceResult
+from ctwatch.sources import bpf as bpf_source
+from ctwatch.sources import cilium_metrics, nf_conntrack
+
+log = logging.getLogger("ctwatch")
+
+
+def log_event(msg: str, **fields: object) -> None:
+    """One JSON object per line on stderr: what changed, never a heartbeat."""
+    record = {"ts": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "msg": msg, **fields}
+    print(json.dumps(record, sort_keys=True, default=str), file=sys.stderr, flush=True)
+
+
+@dataclass
+class Config:
+    procfs: str = "/proc"
+    bpffs: str = "/sys/fs/bpf"
+    netns: str | None = None
+    metrics_url: str = "http://127.0.0.1:9962/metrics"
+    metrics_timeout_s: float = 2.0
+    bpf_sample_budget_s: float = 0.02  # 0: never sample the walk rate (use the fallback)
+    enable_nf_conntrack: bool = True
+    enable_bpf: bool = True
+    enable_cilium_metrics: bool = True
+
+
+@dataclass
+class Snapshot:
+    results: dict[str, SourceResult]
+    families: list[FamilyAssessment]
+    cycle_cpu_s: float
+
+
+@dataclass
+class Watcher:
+    config: Config
+    assessor: Assessor
+    timer: Callable[[], float] = time.perf_counter  # source durations
+    clock: Callable[[], float] = time.monotonic  # growth history
+    cpu_timer: Callable[[], float] = time.process_time  # cost per cycle
+    _bpf: bpf_source.BPFSource = field(init=False)
+    _down: dict[str, str] = field(default_factory=dict)
+    _levels: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._bpf = bpf_source.BPFSource(self.config.bpffs, sample_budget_s=self.config.bpf_sample_budget_s)
+
+    def _run(self, name: str, fn: Callable[[SourceResult], None]) -> SourceResult:
+        start = self.timer()
+        result = SourceResult(source=name, up=True, duration_s=0.0)
+        try:
+            fn(result)
+        except Exception as exc:  # a source fails alone, whatever the reason
+            result = SourceResult(source=name, up=False, duration_s=0.0, error=f"{type(exc).__name__}: {exc}")
+        result.duration_s = self.timer() - start
+        self._log_transition(result)
+        return result
+
+    def _log_transition(self, result: SourceResult) -> None:
+        was_down = result.source in self._down
+        if not result.up and not was_down:
+            self._down[result.source] = result.error
+            log_event("source down", source=result.source, error=result.error)
+        elif result.up and was_down:
+            del self._down[result.source]
+            log_event("source up", source=result.source)
+
+    def collect(self) -> Snapshot:
+        cpu_start = self.cpu_timer()
+        cfg, results = self.config, {}
+        if cfg.enable_nf_conntrack:
+
+            def nf(r: SourceResult) -> None:
+                r.readings = nf_conntrack.collect(cfg.procfs, cfg.netns)
+
+            results["nf_conntrack"] = self._run(nf_conntrack.NAME, nf)
+        known: frozenset[str] = frozenset()
+        if cfg.enable_cilium_metrics:
+
+            def metrics(r: SourceResult) -> None:
+                r.pressure, r.extra = cilium_metrics.collect(cfg.metrics_url, cfg.metrics_timeout_s)
+
+            results["cilium_metrics"] = self._run(cilium_metrics.NAME, metrics)
+            # The cheapest source that answers wins: no O(n) count where Cilium has one.
+            known = frozenset(results["cilium_metrics"].pressure)
+        if cfg.enable_bpf:
+
+            def bpf(r: SourceResult) -> None:
+                r.readings, r.walk_rates = self._bpf.collect(self.clock(), skip_count=known)
+
+            results["bpf"] = self._run(bpf_source.NAME, bpf)
+        families = self.assessor.assess(self.clock(), results)
+        self._log_levels(families)
+        return Snapshot(results, families, self.cpu_timer() - cpu_start)
+
+    def _log_levels(self, families: list[FamilyAssessment]) -> None:
+        for f in families:
+            previous = self._levels.get(f.family)
+            if previous != f.level and not (previous is None and f.level == 0):
+                log_event(
+                    "level changed",
+                    family=f.family,
+                    level=LEVELS[f.level],
+                    previous=LEVELS[previous] if previous is not None else None,
+                    entries=f.entries,
+                    projected_burst_seconds=round(f.burst_seconds, 3),
+                    deadline_seconds=self.assessor.thresholds.deadline_s,
+                )
+            self._levels[f.family] = f.level
+
+
+__all__ = ["FAMILY_OF_MAP", "Config", "Snapshot", "Watcher", "log_event"]
