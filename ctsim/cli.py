@@ -6,6 +6,7 @@ import dataclasses
 import json
 import statistics
 import sys
+import time
 from typing import Annotated
 
 import typer
@@ -32,11 +33,20 @@ def _root() -> None:
 def run(
     scenario: Scenario,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
+    plot: Annotated[Str, typer.Option(help="Also draw table size and GC interval over time to this PNG.")] = None,
 ) -> None:
     """Simulate a burst of pods on a node whose CT maps hold ENTRIES entries."""
-    from ctsim.model import simulate
+    from ctsim.model import Model
 
-    result = simulate(scenario)
+    model = Model(scenario, trace_every=scenario.horizon / 600 if plot else None)
+    result = model.run()
+    if plot:
+        from ctsim.plots import drift
+
+        intervals = [(0.0, scenario.gc_initial_interval)] + [
+            (p.end * scenario.time_scale, p.interval_after) for p in result.gc.passes
+        ]
+        drift(model.trace, intervals, plot, title=f"{scenario.preset}: {scenario.churn.describe()} churn")
     if as_json:
         _print_json(result.to_dict())
         return
@@ -59,8 +69,11 @@ def emulate(
     from ctsim import emulate as em
 
     cal.probe()
-    if scenario.rate_source.startswith("calibrated"):
-        real_rate, delete_s, how = scenario.walk_rate, scenario.delete_seconds, "the calibration file"
+    if scenario.calibration is not None:
+        from ctsim.calibration import load
+
+        c = load(scenario.calibration)
+        real_rate, delete_s, how = c.per_entry_entries_per_s, c.delete_seconds_per_entry, c.describe("per-entry")
     else:
         with cal.new_ct_map(1 << 18, cal.KEY_SIZES["ipv4"]) as m:
             real_rate = statistics.median(cal.per_entry_rate(m) for _ in range(3))
@@ -83,6 +96,101 @@ def emulate(
 def _print_json(doc: object) -> None:
     json.dump(doc, sys.stdout, indent=2)
     sys.stdout.write("\n")
+
+
+@app.command()
+@scenario_options
+def sweep(
+    scenario: Scenario,
+    grid: Annotated[list[str] | None, typer.Option(help="An axis: NAME=V1,V2,... (repeat for more axes).")] = None,
+    grid_file: Annotated[Str, typer.Option(help="TOML with [base] flags and [grid] axes.")] = None,
+    processes: Annotated[int, typer.Option(min=0, help="Worker processes (0: one per core).")] = 0,
+    csv_path: Annotated[Str, typer.Option("--csv", help="Write the rows as CSV.")] = None,
+    json_path: Annotated[Str, typer.Option("--json", help="Write the rows, base and grid as JSON.")] = None,
+    heatmap: Annotated[Str, typer.Option(help="Draw a heatmap PNG of --value over --x and --y.")] = None,
+    x: Annotated[str, typer.Option(help="Heatmap x axis (a grid axis).")] = "entries",
+    y: Annotated[str, typer.Option(help="Heatmap y axis (a grid axis).")] = "pods",
+    value: Annotated[str, typer.Option(help="Heatmap colour: a row output.")] = "ready_first_attempt_fraction",
+) -> None:
+    """Run the model over a grid of scenarios (the other flags are the base of every point)."""
+    from ctsim import sweep as sw
+
+    base = dict(scenario.flags)
+    axes: dict[str, list[str]] = {}
+    if grid_file:
+        file_base, axes = sw.load_grid_file(grid_file)
+        base.update(file_base)
+    for axis in grid or []:
+        name, values = sw.parse_axis(axis)
+        axes[name] = values
+    if not axes:
+        raise InputError("sweep: give at least one --grid NAME=V1,V2,... or a --grid-file")
+    if heatmap and (x not in axes or y not in axes):
+        raise InputError(f"--heatmap: --x {x!r} and --y {y!r} must both be grid axes ({', '.join(axes)})")
+    if heatmap and value not in sw.OUTPUTS:
+        raise InputError(f"--value: {value!r} is not a row output ({', '.join(sw.OUTPUTS)})")
+
+    def work(progress):  # type: ignore[no-untyped-def]
+        return sw.sweep(base, axes, processes or None, lambda done, total: progress("sweep", 1, total))
+
+    start = time.perf_counter()
+    rows = _with_progress(work)
+    seconds = time.perf_counter() - start
+    if csv_path:
+        sw.write_csv(rows, csv_path)
+    if json_path:
+        sw.write_json(rows, base, axes, json_path)
+    if heatmap:
+        from ctsim.plots import heatmap as draw
+
+        draw(rows, x, y, value, heatmap)
+    from ctsim.report import render_sweep
+
+    render_sweep(rows, list(axes), seconds)
+
+
+@app.command()
+def plan(
+    node_memory: Annotated[str, typer.Option(help="Node memory (64Gi, 2Ti).")] = "64Gi",
+    map_ratio: Annotated[str, typer.Option(help="bpf-map-dynamic-size-ratio.")] = "0.0025",
+    max_entries: Annotated[Str, typer.Option(help="bpf-ct-global-tcp-max, if set (overrides sizing).")] = None,
+    cores: Annotated[str, typer.Option(help="Node cores.")] = "16",
+    profile: Annotated[str, typer.Option(help="cilium-1.16 or cilium-1.17.")] = "cilium-1.16",
+    churn: Annotated[str, typer.Option(help="New connections: 30/s, 50000/min, or a schedule.")] = "30/s",
+    conn_duration: Annotated[Str, typer.Option(help="How long each connection stays open.")] = None,
+    burst: Annotated[str, typer.Option(help="The largest pod burst to tolerate.")] = "50",
+    deadline: Annotated[Str, typer.Option(help="cilium-cni's API client timeout (90s).")] = None,
+    rate: Annotated[Str, typer.Option(help="Walk rate, entries/s.")] = None,
+    calibration: Annotated[Str, typer.Option(help="Walk rates from `ctsim calibrate`.")] = None,
+    drift_horizon: Annotated[str, typer.Option(help="How long to let the table grow.")] = "4d",
+    seed: Annotated[int, typer.Option(help="Random seed.")] = 1,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
+) -> None:
+    """Size a node: CT maps, steady-state table, walk time, safe burst, and simulated mitigations."""
+    from ctsim import plan as planner
+
+    facts = planner.Facts(
+        node_memory=node_memory,
+        map_ratio=map_ratio,
+        max_entries=max_entries,
+        cores=cores,
+        profile=profile,
+        churn=churn,
+        conn_duration=conn_duration,
+        burst=burst,
+        deadline=deadline,
+        rate=rate,
+        calibration=calibration,
+        drift_horizon=drift_horizon,
+        seed=seed,
+    )
+    doc = planner.plan(facts)
+    if as_json:
+        _print_json(doc)
+        return
+    from ctsim.report import render_plan
+
+    render_plan(doc)
 
 
 @app.command()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from dataclasses import dataclass, field
 
 import simpy
@@ -21,6 +22,7 @@ from ctsim.walk import walk
 @dataclass
 class Model:
     scenario: Scenario
+    trace_every: float | None = None  # node seconds between (t, present, expired) samples
     env: simpy.Environment = field(init=False)
     node: Node = field(init=False)
     pods: list[Pod] = field(init=False)
@@ -61,9 +63,18 @@ class Model:
             if k != 1.0:
                 raise ValueError("churn is not modelled on a scaled clock")
             env.process(connection_churn(env, tcp, s.churn, s.conn_seconds))
+        self.trace: list[tuple[float, int, int]] = []
+        if self.trace_every:
+            env.process(self._sample(family, self.trace_every / k))
         self.pods = [new_pod(i, s.pods, s.seed, s.pod_start_spread / k) for i in range(s.pods)]
         for pod in self.pods:
             env.process(pod_worker(self.node, pod, s.deadline / k, pod.created_at))
+
+    def _sample(self, family: Family, every: float) -> Generator[simpy.Event, None, None]:
+        while True:
+            now = self.env.now
+            self.trace.append((now, family.present, sum(m.expired(now) for m in family.maps)))
+            yield self.env.timeout(every)
 
     def run(self) -> Result:
         self.env.run(until=self.scenario.horizon / self.scenario.time_scale)

@@ -148,6 +148,6 @@ def format_rate(per_second: float) -> str:
     if per_second >= 1 and per_second == int(per_second):
         return f"{int(per_second):,}/s"
     per_minute = per_second * 60
-    if per_minute == int(per_minute):
-        return f"{int(per_minute):,}/min"
+    if abs(per_minute - round(per_minute)) < 1e-6:
+        return f"{round(per_minute):,}/min"
     return f"{per_second:,.3g}/s"

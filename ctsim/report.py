@@ -94,11 +94,16 @@ def render(r: Result, console: Console | None = None) -> None:
 
     a = r.advice
     fits = "any burst" if a.safe_burst is None else f"at most {a.safe_burst} pod(s)"
+    if a.max_entries_for_burst >= s.max_entries + s.any_max_entries:
+        keep = f"any table these maps can hold fits {a.burst} pods' scrubs"
+    else:
+        keep = (
+            f"for {a.burst} pods to fit, keep the table ≤ {a.max_entries_for_burst:,} entries "
+            f"(walk ≤ {a.walk_seconds_for_burst:.2f} s), e.g. with --gc-interval 60s"
+        )
     console.print(
         f"Advice: this table fits {fits} within {format_duration(s.deadline)} "
-        f"(scrubs of {r.walk_seconds:.1f} s queue on one lock); for {a.burst} pods to fit, keep the "
-        f"table ≤ {a.max_entries_for_burst:,} entries (walk ≤ {a.walk_seconds_for_burst:.2f} s), "
-        "e.g. with --gc-interval 60s."
+        f"(scrubs of {r.walk_seconds:.1f} s queue on one lock); {keep}."
     )
 
 
@@ -177,3 +182,72 @@ def render_emulation(report: dict, console: Console | None = None) -> None:
         f"Mismatched pods: [bold]{report['mismatched_pods']}[/bold] of {len(report['pods'])}; latency error "
         f"p50 {pct(err['p50'])}, p90 {pct(err['p90'])}, max {pct(err['max'])}"
     )
+
+
+def render_sweep(rows: list[dict], axes: list[str], seconds: float, console: Console | None = None) -> None:
+    """One line per grid point: its axes and what happened."""
+    console = console or Console(highlight=False)
+    table = Table(*axes, "verdict", "walk s", "ready", "1st try", "p50 s", "max s", "timeouts", "429")
+    for r in rows:
+        table.add_row(
+            *(str(r[a]) for a in axes),
+            r["verdict"],
+            f"{r['walk_seconds']:.1f}",
+            str(r["pods_ready"]),
+            str(r["ready_first_attempt"]),
+            "—" if r["latency_p50_s"] is None else f"{r['latency_p50_s']:.0f}",
+            "—" if r["latency_max_s"] is None else f"{r['latency_max_s']:.0f}",
+            str(r["add_timeouts"]),
+            str(r["add_429"]),
+            style=_VERDICT_STYLE.get(r["verdict"], ""),
+        )
+    console.print(table)
+    console.print(f"{len(rows)} runs in {seconds:.1f} s ({len(rows) / seconds:.0f} runs/s)")
+
+
+def render_plan(doc: dict, console: Console | None = None) -> None:
+    """The capacity answers, then each mitigation with what the model says it does."""
+    console = console or Console(highlight=False)
+    i = doc["inputs"]
+    mem = doc["map_memory_bytes"] / 2**20
+    console.print(
+        f"CT maps: TCP {doc['max_entries']:,} + non-TCP {doc['any_max_entries']:,} entries "
+        f"({i['max_entries_source']}); ~{mem:,.0f} MiB of keys and values"
+    )
+    a, f = doc["steady_state"]["adaptive"], doc["steady_state"]["fixed_60s"]
+    drift = (
+        "never within " + i["drift_horizon"] if a["drift_to_cap_s"] is None else format_duration(a["drift_to_cap_s"])
+    )
+    console.print(
+        f"Churn {i['churn']['schedule']}: the table peaks at {a['peak_entries']:,} entries under the adaptive GC "
+        f"(interval reaches 12h after {drift}), {f['peak_entries']:,} with conntrack-gc-interval 60s"
+    )
+    fits = "any burst" if doc["safe_burst"] is None else f"{doc['safe_burst']} pods"
+    console.print(
+        f"At the peak one scrub walks for {doc['walk_seconds']:.1f} s at {i['walk_rate']:,.0f} entries/s; "
+        f"the largest burst whose scrubs fit {format_duration(i['deadline'])}: {fits}"
+    )
+    b = doc["burst_at_peak"]
+    style = _VERDICT_STYLE.get(b["verdict"], "bold")
+    console.print(
+        f"A {doc['burst']}-pod burst at the peak: [{style}]{b['verdict'].upper()}[/{style}] "
+        f"({b['pods_ready']} Ready, {b['ready_first_attempt']} at the first attempt, "
+        f"{b['add_timeouts']} ADD timeouts, {b['add_429']} HTTP 429)"
+    )
+    collapse = doc["collapse"]["smallest_burst"]
+    console.print(
+        "No burst up to 400 pods collapses the node at the peak."
+        if collapse is None
+        else f"The node collapses from a burst of {collapse} pods at the peak table."
+    )
+    console.print()
+    console.print("Mitigations (each simulated at the table it leads to):")
+    for rec in doc["recommendations"]:
+        o = rec["outcome"]
+        ready = "—" if o["all_ready_s"] is None else format_duration(o["all_ready_s"])
+        mark = "[green]✔[/green]" if rec["helps"] else "[red]✘[/red]"
+        console.print(
+            f" {mark} {rec['action']}: table ≤ {rec['peak_entries']:,}, walk {o['walk_seconds']:.2f} s, "
+            f"{doc['burst']}-pod burst {o['verdict']} ({o['pods_ready']} Ready, all by {ready}; "
+            f"{o['add_429']} HTTP 429)"
+        )

@@ -61,6 +61,9 @@ class Scenario:
     # 1 for `ctsim run`; `ctsim emulate` scales down.
     time_scale: float = 1.0
     pod_start_spread: float = 1.0  # kubelet's pod workers reach CNI ADD within this
+    calibration: str | None = None  # the calibration file, when one was given
+    # The flags as typed, for re-running (sweep rows, plan); not part of the result.
+    flags: dict[str, object] = field(default_factory=dict, compare=False, repr=False)
 
     def to_dict(self) -> dict[str, object]:
         d = asdict(self)
@@ -71,6 +74,7 @@ class Scenario:
             ],
         }
         d["notes"] = list(self.notes)
+        d.pop("flags", None)
         return d
 
 
@@ -99,6 +103,7 @@ def resolve(
     calibration: str | None = None,
 ) -> Scenario:
     """Flags (as the user typed them) over the preset; raises InputError on bad input."""
+    typed = dict(locals())
     p = get_preset(preset or DEFAULT_PRESET)
     prof = get_profile(profile)
     notes: list[str] = []
@@ -212,4 +217,6 @@ def resolve(
         horizon=horizon_s,
         seed=seed,
         notes=tuple(notes),
+        calibration=calibration,
+        flags=typed,
     )

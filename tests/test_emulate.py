@@ -25,13 +25,14 @@ def rates() -> tuple[float, float]:
     return rate, delete_s
 
 
-# Walks at 10 %, 40 % and 120 % of the deadline: all fit, two fit, none fits.
-@pytest.mark.parametrize("walk_share", [0.1, 0.4, 1.2])
+# Walks at 10 %, 35 % and 120 % of the deadline: all fit, two fit, none fits,
+# each with a margin that a loaded machine's slower walks cannot cross.
+@pytest.mark.parametrize("walk_share", [0.1, 0.35, 1.2])
 def test_emulation_matches_the_model_pod_for_pod(rates: tuple[float, float], walk_share: float) -> None:
     rate, delete_s = rates
     entries = round(walk_share * 90 * 100_000)
     s = resolve(entries=str(entries), rate="100000", pods="5", horizon="6m", expired_fraction="0", seed=3)
-    report = em.run(s, time_scale=60, real_rate=rate, delete_seconds=delete_s)
+    report = em.run(s, time_scale=30, real_rate=rate, delete_seconds=delete_s)
     assert report["scaling"]["walk_share_of_deadline"] == pytest.approx(walk_share)
     assert report["mismatched_pods"] == 0, report["pods"]
     for q, err in report["latency_error"].items():

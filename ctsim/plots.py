@@ -1,0 +1,74 @@
+"""PNG plots with matplotlib (optional: ``pip install 'ctsim[plot]'``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ctsim.errors import InputError
+from ctsim.quantity import format_count
+
+
+def _pyplot() -> Any:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise InputError("plots need matplotlib: pip install 'ctsim[plot]'") from None
+    return plt
+
+
+def heatmap(rows: list[dict[str, Any]], x: str, y: str, value: str, path: str, title: str = "") -> None:
+    """``value`` over the ``x`` × ``y`` grid; cells whose run collapsed are hatched and outlined."""
+    plt = _pyplot()
+    xs = list(dict.fromkeys(str(r[x]) for r in rows))
+    ys = list(dict.fromkeys(str(r[y]) for r in rows))
+    grid = [[float("nan")] * len(xs) for _ in ys]
+    collapsed = [[False] * len(xs) for _ in ys]
+    for r in rows:
+        i, j = ys.index(str(r[y])), xs.index(str(r[x]))
+        v = r[value]
+        grid[i][j] = float("nan") if v is None else float(v)
+        collapsed[i][j] = collapsed[i][j] or r["verdict"] == "collapse"
+    fig, ax = plt.subplots(figsize=(1.2 + 1.1 * len(xs), 1.2 + 0.6 * len(ys)))
+    image = ax.imshow(grid, origin="lower", aspect="auto", cmap="RdYlGn")
+    fig.colorbar(image, ax=ax, label=value)
+    for i in range(len(ys)):
+        for j in range(len(xs)):
+            if collapsed[i][j]:
+                ax.add_patch(
+                    plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch="//", edgecolor="black", linewidth=1.5)
+                )
+            text = "" if grid[i][j] != grid[i][j] else f"{grid[i][j]:.2g}"
+            ax.text(j, i, text, ha="center", va="center", fontsize=8)
+    ax.set_xticks(range(len(xs)), xs)
+    ax.set_yticks(range(len(ys)), ys)
+    ax.set_xlabel(x)
+    ax.set_ylabel(y)
+    ax.set_title(title or f"{value} (hatched: collapse)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def drift(
+    trace: list[tuple[float, int, int]], intervals: list[tuple[float, float]], path: str, title: str = ""
+) -> None:
+    """Table size (present, expired) and the GC interval over node time."""
+    plt = _pyplot()
+    fig, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(8, 5))
+    hours = [t / 3600 for t, _, _ in trace]
+    top.plot(hours, [p for _, p, _ in trace], label="present entries")
+    top.plot(hours, [e for _, _, e in trace], label="expired entries", linestyle="--")
+    top.set_ylabel("entries")
+    top.yaxis.set_major_formatter(lambda v, _pos: format_count(v).split(" ")[0])
+    top.legend(loc="upper left")
+    if intervals:
+        bottom.step([t / 3600 for t, _ in intervals], [i / 3600 for _, i in intervals], where="post")
+    bottom.set_ylabel("GC interval (h)")
+    bottom.set_xlabel("node time (h)")
+    top.set_title(title or "CT table and GC interval")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
