@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import statistics
 import struct
 import threading
 import time
@@ -242,6 +243,7 @@ class EmulatedNode:
         self.deadline = s.deadline / k
         self.teardown = TEARDOWN_TIMEOUT / k
         self.regeneration = s.regeneration_seconds / k
+        self.horizon = s.horizon / k
         self.ct_lock = FifoLock()
         self.create = ThreadLimiter(clock, "endpoint-create", scaled(ENDPOINT_CREATE, k))
         self.delete = ThreadLimiter(clock, "endpoint-delete", scaled(ENDPOINT_DELETE, k))
@@ -269,6 +271,9 @@ class EmulatedNode:
         self._walker.close()
 
     def _count(self, key: str) -> None:
+        """Counts what happened within the horizon, as the model does (it stops there)."""
+        if self.clock.now() > self.horizon:
+            return
         with self._count_lock:
             self.counts[key] += 1
 
@@ -309,7 +314,8 @@ class EmulatedNode:
             _, _, ratio = self.walk(collect_garbage=True, caller_deadline=None)
             actual = (start - previous) * k if previous is not None else 0.0
             interval = policy.get_interval(interval, actual, ratio)
-            self.gc_intervals.append(interval)
+            if self.clock.now() <= self.horizon:
+                self.gc_intervals.append(interval)
             previous = start
             next_pass = self.clock.now() + interval / k
 
@@ -490,12 +496,21 @@ def scale(s: Scenario, time_scale: float, real_rate: float, delete_seconds: floa
     return scaled_s, Scaling(time_scale, factor, full_walk, full_walk / s.deadline)
 
 
-def emulate(s: Scenario) -> dict[str, Any]:
-    """Runs the scaled scenario ``s`` (see ``scale``) on the kernel; returns per-pod outcomes."""
-    maps = fill_table(s)
+def table_rate(maps: list[BPFMap], trials: int = 3) -> float:
+    """Entries/s of the scrub walk over these very maps: cost per entry depends on map size."""
+    samples = []
+    for _ in range(trials):
+        start = time.perf_counter()
+        walked = sum(sum(1 for _ in m.walk()) for m in maps)
+        samples.append(walked / (time.perf_counter() - start))
+    return statistics.median(samples)
+
+
+def emulate(s: Scenario, maps: list[BPFMap]) -> dict[str, Any]:
+    """Runs the scaled scenario ``s`` (see ``scale``) on ``maps``; returns per-pod outcomes."""
+    clock = Clock()
+    node = EmulatedNode(s, maps, clock)
     try:
-        clock = Clock()
-        node = EmulatedNode(s, maps, clock)
         horizon = s.horizon / s.time_scale
         node.spawn(node.gc_loop)
         pods = []
@@ -505,19 +520,17 @@ def emulate(s: Scenario) -> dict[str, Any]:
             pods.append(pod)
             node.spawn(node.pod_worker, pod, model_pod.rng, horizon)
         clock.sleep_until(horizon)
+    finally:
         node.stop.set()
         for t in list(node.threads):
             t.join(timeout=30)
         node.close()
-        return {
-            "pods": pods,
-            "counts": node.counts,
-            "gc_intervals": node.gc_intervals,
-            "lock_max_queue": node.ct_lock.max_queue,
-        }
-    finally:
-        for m in maps:
-            m.close()
+    return {
+        "pods": pods,
+        "counts": node.counts,
+        "gc_intervals": node.gc_intervals,
+        "lock_max_queue": node.ct_lock.max_queue,
+    }
 
 
 def outcome(ready_at: float | None, attempts: int) -> str:
@@ -591,7 +604,27 @@ def compare(s: Scenario, scaling: Scaling, emulated: dict[str, Any], simulated: 
 
 
 def run(s: Scenario, time_scale: float, real_rate: float, delete_seconds: float) -> dict[str, Any]:
+    """Scales ``s`` with ``real_rate``, fills the table, then runs both sides.
+
+    The model gets the rate measured on the emulation's own table, just
+    before the run: per-entry cost grows with map size (see the size curve
+    of ``ctsim calibrate``), so a rate from a smaller map would flatter it.
+    """
     scaled_s, scaling = scale(s, time_scale, real_rate, delete_seconds)
-    simulated = simulate(scaled_s)
-    emulated = emulate(scaled_s)
-    return compare(scaled_s, scaling, emulated, simulated)
+    maps = fill_table(scaled_s)
+    try:
+        measured = table_rate(maps)
+        scaled_s = replace(
+            scaled_s,
+            walk_rate=measured,
+            rate_source=f"{measured:,.0f} entries/s measured on the emulated table ({scaled_s.entries:,} entries)",
+        )
+        scaling = replace(scaling, walk_share_of_deadline=scaling.walk_share_of_deadline * real_rate / measured)
+        simulated = simulate(scaled_s)
+        emulated = emulate(scaled_s, maps)
+    finally:
+        for m in maps:
+            m.close()
+    report = compare(scaled_s, scaling, emulated, simulated)
+    report["table_rate"] = {"estimated_entries_per_s": real_rate, "measured_entries_per_s": measured}
+    return report
