@@ -41,12 +41,9 @@ def run(
     model = Model(scenario, trace_every=scenario.horizon / 600 if plot else None)
     result = model.run()
     if plot:
-        from ctsim.plots import drift
+        from ctsim.plots import drift_of
 
-        intervals = [(0.0, scenario.gc_initial_interval)] + [
-            (p.end * scenario.time_scale, p.interval_after) for p in result.gc.passes
-        ]
-        drift(model.trace, intervals, plot, title=f"{scenario.preset}: {scenario.churn.describe()} churn")
+        drift_of(model, result, plot, title=f"{scenario.preset}: {scenario.churn.describe()} churn")
     if as_json:
         _print_json(result.to_dict())
         return

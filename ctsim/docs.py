@@ -167,7 +167,7 @@ def render(text: str) -> str:
 
 
 def draw_plots() -> None:
-    from ctsim.plots import drift, heatmap
+    from ctsim.plots import drift_of, heatmap
     from ctsim.sweep import sweep
 
     IMG.mkdir(exist_ok=True)
@@ -179,14 +179,8 @@ def draw_plots() -> None:
         horizon="3d", pods="1",
     )  # fmt: skip
     model = Model(scenario, trace_every=scenario.horizon / 600)
-    result = model.run()
-    intervals = [(0.0, scenario.gc_initial_interval)] + [(p.end, p.interval_after) for p in result.gc.passes]
-    drift(
-        model.trace,
-        intervals,
-        str(IMG / "drift.png"),
-        title="Busy days, quiet nights: 50,000/min for 8h, 500/min for 16h",
-    )
+    title = "Busy days, quiet nights: 50,000/min for 8h, 500/min for 16h"
+    drift_of(model, model.run(), str(IMG / "drift.png"), title=title)
 
 
 def main(argv: list[str]) -> int:

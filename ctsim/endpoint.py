@@ -116,13 +116,7 @@ def delete_endpoint_fast(node: Node, sandbox: Sandbox) -> bool:
     ep = sandbox.endpoint
     if ep is not None and not ep.deleted:
         return False
-    ticket = node.endpoint_delete.reserve()
-    req = node.endpoint_delete.try_admit(ticket) if ticket is not None else None
-    if req is None:
-        node.endpoint_delete.core.requests_scheduled -= 1  # the handler will reserve again
-        return False
-    node.endpoint_delete.finish(req, success=True)
-    return True
+    return node.endpoint_delete.pass_through()
 
 
 def delete_endpoint_handler(

@@ -3,11 +3,22 @@
 from __future__ import annotations
 
 import sys
-from typing import Any, NoReturn
+from collections.abc import Mapping
+from typing import Any, NoReturn, TypeVar
+
+T = TypeVar("T")
 
 
 class InputError(ValueError):
     """Bad user input: the message is shown as is, never with a traceback."""
+
+
+def pick(table: Mapping[str, T], name: str, flag: str, what: str) -> T:
+    """``table[name]``, or one line naming the choices."""
+    try:
+        return table[name]
+    except KeyError:
+        raise InputError(f"{flag}: unknown {what} {name!r} (known: {', '.join(table)})") from None
 
 
 def fail(prog: str, message: str, code: int = 2) -> NoReturn:

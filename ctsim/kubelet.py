@@ -9,14 +9,19 @@ next sync (spec §6).
 from __future__ import annotations
 
 import random
+from collections import deque
 from collections.abc import Generator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import simpy
 
 from ctsim.cni import cni_add, cni_del
-from ctsim.endpoint import OK, Sandbox
+from ctsim.endpoint import OK, TOO_MANY_REQUESTS, Sandbox
 from ctsim.node import Node
+
+if TYPE_CHECKING:
+    from ctsim.storm import Storm
 
 BACKOFF = 10.0
 BACKOFF_JITTER = 0.5
@@ -27,10 +32,20 @@ class Pod:
     index: int
     created_at: float
     rng: random.Random = field(repr=False, compare=False, default_factory=random.Random)
+    drawn: deque[float] = field(repr=False, compare=False, default_factory=deque)  # backoffs drawn ahead
     attempts: int = 0
     ready_at: float | None = None
     failures: list[tuple[float, str]] = field(default_factory=list)
     stale_sandbox: bool = False
+
+    def peek_backoff(self, i: int) -> float:
+        """The ``i``-th backoff from now, drawn ahead if needed (the stream's order never changes)."""
+        while len(self.drawn) <= i:
+            self.drawn.append(backoff(self.rng))
+        return self.drawn[i]
+
+    def take_backoff(self) -> float:
+        return self.drawn.popleft() if self.drawn else backoff(self.rng)
 
     @property
     def ready(self) -> bool:
@@ -65,7 +80,10 @@ def new_pod(index: int, pods: int, seed: int, start_spread: float) -> Pod:
     return Pod(index=index, created_at=(index + 0.5 * rng.random()) * slot, rng=rng)
 
 
-def pod_worker(node: Node, pod: Pod, deadline_s: float, start_delay: float) -> Generator[simpy.Event, object, None]:
+def pod_worker(
+    node: Node, pod: Pod, deadline_s: float, start_delay: float, storm: Storm | None = None
+) -> Generator[simpy.Event, object, None]:
+    """One pod's sync loop; with ``storm``, runs of certain 429s are fast-forwarded (ctsim.storm)."""
     env = node.env
     yield env.timeout(start_delay)
     stale: Sandbox | None = None
@@ -86,4 +104,7 @@ def pod_worker(node: Node, pod: Pod, deadline_s: float, start_delay: float) -> G
             torn_down = yield from cni_del(node, sandbox)  # containerd's deferred teardown
             if not torn_down:
                 stale, pod.stale_sandbox = sandbox, True
-        yield env.timeout(backoff(pod.rng) / node.time_scale)
+            elif outcome == TOO_MANY_REQUESTS and storm is not None:
+                yield from storm.ride(pod)
+                continue
+        yield env.timeout(pod.take_backoff() / node.time_scale)

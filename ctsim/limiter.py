@@ -15,7 +15,7 @@ import math
 from collections import deque
 from collections.abc import Generator
 from dataclasses import dataclass, field, replace
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 import simpy
 
@@ -120,6 +120,9 @@ class WeightedSemaphore:
         self.size = size
         self.cur = 0
         self.waiters: deque[tuple[int, simpy.Event]] = deque()
+
+    def has_room(self, n: int) -> bool:
+        return self.size - self.cur >= n and not self.waiters
 
     def try_acquire(self, n: int) -> bool:
         if self.size - self.cur >= n and not self.waiters:
@@ -238,6 +241,34 @@ class LimiterCore:
         if self.bucket is not None and not ticket.skip:
             self.bucket.cancel(now, ticket.time_to_act)
 
+    def admit_time(self, now: float) -> float:
+        """The earliest time a reservation would not be refused, if nothing else changes."""
+        b, max_wait = self.bucket, self.params.max_wait
+        if b is None or max_wait <= 0:
+            return now
+        threshold = 1.0 - max_wait * b.limit  # delay <= max_wait  <=>  tokens >= threshold
+        tokens = b._advance(now)
+        if tokens >= threshold:
+            return now
+        return now + (threshold - tokens) / b.limit
+
+    def refused(self, n: int) -> None:
+        """``n`` requests refused with 429 (reserved and cancelled at once): counters only."""
+        self.requests_scheduled += n
+        self.rejected += n
+
+    def passed_through(self, now: float, n: int) -> None:
+        """``n`` requests admitted and finished in no time, as ``n`` calls of pass_through would."""
+        self.requests_scheduled += n
+        self.requests_processed += n
+        zeros = min(n, self.params.mean_over)
+        for _ in range(zeros):
+            self._durations.append(0.0)
+            if len(self._durations) > self.params.mean_over:
+                self._durations_sum -= self._durations.popleft()
+        if zeros and self.params.auto_adjust and self.params.estimated_processing:
+            self._adjust(now, max(self._durations_sum, 0.0) / len(self._durations))
+
     def weight(self) -> int:
         """Semaphore weight of one request at the current parallelism."""
         return WAIT_SEMAPHORE_RESOLUTION // self.parallel_requests if self.parallel_requests > 0 else 0
@@ -294,6 +325,14 @@ class LimiterCore:
             self.bucket.set_burst(now, math.floor(burst + 0.5))
 
 
+class StormWatch(Protocol):
+    """What the limiters tell ``ctsim.storm.Storm`` around a change (see there)."""
+
+    def before_change(self) -> tuple[float, bool]: ...
+
+    def after_change(self, before: tuple[float, bool]) -> None: ...
+
+
 class APILimiter:
     """One named limiter of the agent's ``APILimiterSet``, on SimPy time."""
 
@@ -301,6 +340,14 @@ class APILimiter:
         self.env = env
         self.core = LimiterCore(name, params)
         self._semaphore = WeightedSemaphore(env, WAIT_SEMAPHORE_RESOLUTION)
+        self.storm: StormWatch | None = None
+
+    def _before(self) -> tuple[float, bool]:
+        return self.storm.before_change() if self.storm is not None else (0.0, False)
+
+    def _after(self, before: tuple[float, bool]) -> None:
+        if self.storm is not None:
+            self.storm.after_change(before)
 
     def reserve(self) -> Ticket | None:
         return self.core.reserve(self.env.now)
@@ -313,9 +360,28 @@ class APILimiter:
         if ticket.delay > 0:
             return None
         weight = core.weight()
-        if weight and not self._semaphore.try_acquire(weight):
-            return None
+        if weight:
+            if not self._semaphore.has_room(weight):
+                return None
+            before = self._before()
+            self._semaphore.try_acquire(weight)
+            self._after(before)
         return core.admitted(self.env.now, weight)
+
+    def pass_through(self) -> bool:
+        """A request answered at once (a DEL's 404): admitted and done in no time, if a slot is free.
+
+        It leaves the slots as they were and only adds a zero processing time,
+        so it needs no settling: zeros commute.
+        """
+        core = self.core
+        ticket = core.reserve(self.env.now)
+        weight = core.weight()
+        if ticket is None or ticket.delay > 0 or (weight and not self._semaphore.has_room(weight)):
+            core.requests_scheduled -= 1  # not taken: the caller goes the long way
+            return False
+        core.finished(self.env.now, core.admitted(self.env.now, weight), success=True)
+        return True
 
     def wait(self, ticket: Ticket, ctx: simpy.Event) -> Generator[simpy.Event, object, LimitedRequest]:
         """The rest of ``APILimiter.Wait``: raises TooManyRequests or Cancelled, else admits."""
@@ -326,18 +392,24 @@ class APILimiter:
         if ticket.delay > 0:
             yield env.timeout(ticket.delay) | ctx
             if ctx.processed:
+                before = self._before()
                 core.cancel(env.now, ticket)
+                self._after(before)
                 raise Cancelled()
         weight = core.weight()
         if weight:
+            before = self._before()
             grant = self._semaphore.acquire(weight)
+            self._after(before)
             if not grant.triggered:
                 waits = [grant, ctx]
                 if core.params.max_wait > 0:
                     waits.append(env.timeout(core.params.max_wait - ticket.delay))
                 yield env.any_of(waits)
                 if not grant.triggered:
+                    before = self._before()
                     self._semaphore.abandon(grant, weight)
+                    self._after(before)
                     if ctx.processed:
                         raise Cancelled()
                     core.rejected += 1
@@ -346,5 +418,7 @@ class APILimiter:
 
     def finish(self, req: LimitedRequest, success: bool) -> None:
         """``requestFinished`` (Done or Error): frees the slot; success re-tunes."""
+        before = self._before()
         if self.core.finished(self.env.now, req, success) and req.weight:
             self._semaphore.release(req.weight)
+        self._after(before)

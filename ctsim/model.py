@@ -16,6 +16,7 @@ from ctsim.node import Family, Node
 from ctsim.projection import max_entries_for_burst, safe_burst, walk_seconds
 from ctsim.result import Advice, Result, verdict
 from ctsim.scenario import Scenario
+from ctsim.storm import Storm
 from ctsim.walk import walk
 
 
@@ -23,6 +24,7 @@ from ctsim.walk import walk
 class Model:
     scenario: Scenario
     trace_every: float | None = None  # node seconds between (t, present, expired) samples
+    fast_forward: bool = True  # ride retry storms (ctsim.storm); False plays every attempt
     env: simpy.Environment = field(init=False)
     node: Node = field(init=False)
     pods: list[Pod] = field(init=False)
@@ -67,8 +69,11 @@ class Model:
         if self.trace_every:
             env.process(self._sample(family, self.trace_every / k))
         self.pods = [new_pod(i, s.pods, s.seed, s.pod_start_spread / k) for i in range(s.pods)]
+        self.storm = Storm(self.node, s.horizon / k) if self.fast_forward else None
+        if self.storm is not None and not self.storm.enabled_for(s.deadline / k):
+            self.storm = None
         for pod in self.pods:
-            env.process(pod_worker(self.node, pod, s.deadline / k, pod.created_at))
+            env.process(pod_worker(self.node, pod, s.deadline / k, pod.created_at, self.storm))
 
     def _sample(self, family: Family, every: float) -> Generator[simpy.Event, None, None]:
         while True:
@@ -77,7 +82,10 @@ class Model:
             yield self.env.timeout(every)
 
     def run(self) -> Result:
-        self.env.run(until=self.scenario.horizon / self.scenario.time_scale)
+        horizon = self.scenario.horizon / self.scenario.time_scale
+        self.env.run(until=horizon)
+        if self.storm is not None:
+            self.storm.settle(horizon)  # refusals planned before the horizon happened
         return self.result()
 
     def result(self) -> Result:

@@ -52,6 +52,13 @@ def heatmap(rows: list[dict[str, Any]], x: str, y: str, value: str, path: str, t
     plt.close(fig)
 
 
+def drift_of(model: Any, result: Any, path: str, title: str = "") -> None:
+    """``drift`` for a finished ``Model`` run with ``trace_every`` set."""
+    s = model.scenario
+    intervals = [(0.0, s.gc_initial_interval)] + [(p.end * s.time_scale, p.interval_after) for p in result.gc.passes]
+    drift(model.trace, intervals, path, title)
+
+
 def drift(
     trace: list[tuple[float, int, int]], intervals: list[tuple[float, float]], path: str, title: str = ""
 ) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ctsim.errors import InputError
+from ctsim.errors import pick
 
 
 @dataclass(frozen=True)
@@ -56,8 +56,4 @@ DEFAULT_PRESET = "analytics"
 
 
 def get_preset(name: str) -> Preset:
-    try:
-        return PRESETS[name]
-    except KeyError:
-        known = ", ".join(PRESETS)
-        raise InputError(f"--preset: unknown preset {name!r} (known: {known})") from None
+    return pick(PRESETS, name, "--preset", "preset")

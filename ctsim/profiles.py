@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ctsim.errors import InputError
+from ctsim.errors import pick
 
 # Spec §1: 14,916 syscalls in 35 ms on the incident node = ~426,000 syscalls/s,
 # two per entry walked.
@@ -49,8 +49,4 @@ PROFILES: dict[str, Profile] = {
 
 
 def get_profile(name: str) -> Profile:
-    try:
-        return PROFILES[name]
-    except KeyError:
-        known = ", ".join(PROFILES)
-        raise InputError(f"--profile: unknown profile {name!r} (known: {known})") from None
+    return pick(PROFILES, name, "--profile", "profile")

@@ -154,6 +154,8 @@ def render_emulation(report: dict, console: Console | None = None) -> None:
     """Emulated (real kernel) beside simulated, pod by pod."""
     console = console or Console(highlight=False)
     console.print(f"Scaling: {report['scaling']['description']}")
+    for note in report["scaled_inputs"]["notes"]:
+        console.print(f"[dim]note: {note}[/dim]")
     rate = report["rate"]
     console.print(f"Walk rate: {rate['entries_per_s']:,.0f} entries/s — {rate['source']}")
     table = Table("pod", "emulated", "simulated", "emulated s", "simulated s")
