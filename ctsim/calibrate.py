@@ -156,7 +156,7 @@ def measure_nf_conntrack(entries: int, progress: Progress | None = None) -> dict
     """Dump rate and the cost of the count query, in a namespace made for it."""
     from ctsim import netns_conntrack as nfct
 
-    with nfct.temporary_netns("ctsim-calib") as name:
+    with nfct.temporary_netns("ctsim-calib") as name, nfct.interrupts_between_calls() as check:
         start = time.perf_counter()
         added = nfct.fill(
             name, entries, progress=(lambda n: progress("nf_conntrack", n, entries)) if progress else None
@@ -164,10 +164,12 @@ def measure_nf_conntrack(entries: int, progress: Progress | None = None) -> dict
         fill_seconds = time.perf_counter() - start
         dumps = []
         for _ in range(3):
+            check()
             n, seconds = _timed(lambda: nfct.dump_count(name))
             dumps.append(n / seconds)
         counts = []
         for _ in range(5):
+            check()
             _, seconds = _timed(lambda: nfct.stats(name)[0])
             counts.append(seconds)
         kernel_count, kernel_max = nfct.stats(name)

@@ -35,9 +35,11 @@ from ctsim.limiter import (
     ENDPOINT_DELETE,
     WAIT_SEMAPHORE_RESOLUTION,
     APILimiterParameters,
+    Cancelled,
     LimitedRequest,
     LimiterCore,
     Ticket,
+    TooManyRequests,
     scaled,
 )
 from ctsim.model import simulate
@@ -130,14 +132,6 @@ class ThreadSemaphore:
         self._cond.notify_all()
 
 
-class Refused(Exception):
-    """HTTP 429 after waiting for a parallel slot."""
-
-
-class Gone(Exception):
-    """The caller's deadline passed while the request waited in the limiter."""
-
-
 class ThreadLimiter:
     """``APILimiter`` on the wall clock: the model's LimiterCore behind a mutex."""
 
@@ -161,7 +155,7 @@ class ThreadLimiter:
             if clock.now() >= deadline:
                 with self._mutex:
                     core.cancel(clock.now(), ticket)
-                raise Gone()
+                raise Cancelled()
         with self._mutex:
             weight = core.weight()
         if weight:
@@ -170,10 +164,10 @@ class ThreadLimiter:
                 give_up = min(deadline, ticket.time_to_act - ticket.delay + core.params.max_wait)
             if not self._sem.acquire(weight, give_up):
                 if clock.now() >= deadline:
-                    raise Gone()
+                    raise Cancelled()
                 with self._mutex:
                     core.rejected += 1
-                raise Refused()
+                raise TooManyRequests()
         with self._mutex:
             return core.admitted(clock.now(), weight)
 
@@ -336,11 +330,11 @@ class EmulatedNode:
     ) -> None:
         try:
             req = self.create.wait(ticket, deadline)
-        except Refused:
+        except TooManyRequests:
             out.append("429")
             done.set()
             return
-        except Gone:
+        except Cancelled:
             return
         ep = EmuEndpoint()
         sandbox.endpoint = ep
@@ -382,7 +376,7 @@ class EmulatedNode:
         assert ticket is not None  # endpoint-delete has no token bucket
         try:
             req = self.delete.wait(ticket, deadline)
-        except (Gone, Refused):
+        except (Cancelled, TooManyRequests):
             return
         ep = sandbox.endpoint
         if ep is not None and not ep.deleted:

@@ -7,7 +7,9 @@ loopback addresses: no packet is ever sent.
 
 from __future__ import annotations
 
+import signal
 import socket
+import threading
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -38,11 +40,38 @@ def _tuple(i: int) -> tuple[NFCTAttrTuple, NFCTAttrTuple]:
     return orig, reply
 
 
+@contextmanager
+def interrupts_between_calls() -> Iterator[Callable[[], None]]:
+    """Ctrl-C lands between netlink calls, never inside pyroute2's event loop.
+
+    Yields ``check()``, which raises KeyboardInterrupt once Ctrl-C was pressed;
+    call it between requests. An interrupt inside a request would leave
+    pyroute2's asyncio machinery half-torn and noisy at exit.
+    """
+    pressed: list[int] = []
+    previous = signal.getsignal(signal.SIGINT)
+    install = threading.current_thread() is threading.main_thread() and previous is not signal.SIG_IGN
+    if install:
+        signal.signal(signal.SIGINT, lambda *_: pressed.append(1))
+
+    def check() -> None:
+        if pressed:
+            raise KeyboardInterrupt
+
+    try:
+        yield check
+    finally:
+        if install:
+            signal.signal(signal.SIGINT, previous)
+    check()
+
+
 def fill(name: str, entries: int, timeout: int = 3600, progress: Callable[[int], None] | None = None) -> int:
     """Adds ``entries`` conntrack entries to netns ``name``; returns how many went in."""
     added = 0
-    with NFCTSocket(netns=name) as ct:
+    with interrupts_between_calls() as check, NFCTSocket(netns=name) as ct:
         for i in range(entries):
+            check()
             orig, reply = _tuple(i)
             ct.entry("add", timeout=timeout, tuple_orig=orig, tuple_reply=reply)
             added += 1

@@ -98,6 +98,7 @@ class Result:
                 "add_ok": c.add_ok,
                 "add_timeouts": c.add_timeouts,
                 "add_429": c.add_429,
+                "add_gave_up_in_limiter": c.add_cancelled_in_limiter,
                 "del_calls": c.del_calls,
                 "del_404": c.del_404,
                 "del_timeouts": c.del_timeouts,

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -106,3 +108,30 @@ def test_without_privilege_it_says_so_and_exits_2() -> None:
     assert "Traceback" not in p.stderr
     assert "--rate" in p.stderr
     assert len(p.stderr.strip().splitlines()) == 1
+
+
+def test_ctrl_c_removes_the_namespace_and_says_so_in_one_line() -> None:
+    need_bpf()
+    need_netns()
+    before = set(subprocess.run(["ip", "netns"], capture_output=True, text=True, check=True).stdout.split())
+    p = subprocess.Popen(
+        [sys.executable, "-m", "ctsim", "calibrate", "--entries", "64Ki", "--sizes", "16Ki", "--nf-entries", "500k"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as at a terminal, even under CI
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # wait until it is filling its namespace
+        now = set(subprocess.run(["ip", "netns"], capture_output=True, text=True, check=True).stdout.split())
+        if any(n.startswith("ctsim-calib-") for n in now - before):
+            break
+        time.sleep(0.2)
+    else:
+        p.kill()
+        pytest.fail("calibrate never created its namespace")
+    time.sleep(0.5)
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 130
+    assert err.strip().splitlines() == ["ctsim: interrupted (what it had created is removed)"]
+    after = set(subprocess.run(["ip", "netns"], capture_output=True, text=True, check=True).stdout.split())
+    assert not any(n.startswith("ctsim-calib-") for n in after)
