@@ -14,7 +14,7 @@ import time
 from ctsim.sweep import points, run_point
 
 GRIDS = {
-    "no collapse (standard node, 256Ki..1Mi)": (
+    "no collapse (standard node, 64Ki..256Ki)": (
         {"preset": "standard"},
         {"entries": ["64Ki", "128Ki", "256Ki"], "seed": ["1", "2", "3", "4"]},
     ),

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import simpy
 
-from ctsim.kubelet import Pod
+from ctsim.kubelet import Pod, backoff
 from ctsim.node import Node
 
 MARGIN = 1e-6  # seconds: retries this close to admit_time are played out step by step
@@ -55,33 +55,44 @@ class Storm:
 
     def settle(self, now: float) -> None:
         """Accounts every planned refusal at or before ``now``."""
+        n = 0
         for parked in self.parked.values():
-            self._settle_one(parked, now)
+            times = parked.times
+            if times and times[0] <= now:
+                n += self._settle_one(parked, now)
+        self._count(n)
 
-    def _settle_one(self, parked: Parked, now: float) -> None:
+    def _settle_one(self, parked: Parked, now: float) -> int:
+        """Moves one pod's refusals up to ``now`` into its history; returns how many."""
         times = parked.times
-        if not times or times[0] > now:
-            return
         n = 0
         for t in times:
             if t > now:
                 break
             n += 1
+        if not n:
+            return 0
         settled = [times.popleft() for _ in range(n)]
         pod = parked.pod
         pod.attempts += n
         pod.failures.extend([(t, "429") for t in settled])
+        drawn = pod.drawn
         for _ in range(n):
-            pod.take_backoff()  # each was drawn ahead when planned
+            drawn.popleft()  # each was drawn ahead when it was planned
         parked.last = settled[-1]
-        if n:
-            node, c = self.node, self.node.counters
-            c.add_attempts += n
-            c.add_429 += n
-            c.del_calls += n
-            c.del_404 += n
-            node.endpoint_create.core.refused(n)
-            node.endpoint_delete.core.passed_through(node.env.now, n)
+        return n
+
+    def _count(self, n: int) -> None:
+        """``n`` refused ADDs and their 404 DELs, in the counters and both limiters (order-free)."""
+        if not n:
+            return
+        node, c = self.node, self.node.counters
+        c.add_attempts += n
+        c.add_429 += n
+        c.del_calls += n
+        c.del_404 += n
+        node.endpoint_create.core.refused(n)
+        node.endpoint_delete.core.passed_through(node.env.now, n)
 
     def before_change(self) -> tuple[float, bool]:
         """A limiter is about to change: the refusals before it happen first."""
@@ -114,9 +125,13 @@ class Storm:
         while times and times[-1] >= admit:
             times.pop()
         t = times[-1] if times else parked.last
+        drawn, rng, horizon = pod.drawn, pod.rng, self.horizon
         while True:
-            t_next = t + pod.peek_backoff(len(times)) / k
-            if not room or t_next >= admit or t_next >= self.horizon:
+            i = len(times)
+            if len(drawn) <= i:
+                drawn.append(backoff(rng))
+            t_next = t + drawn[i] / k
+            if not room or t_next >= admit or t_next >= horizon:
                 parked.due = t_next
                 return
             times.append(t_next)
