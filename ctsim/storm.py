@@ -35,6 +35,7 @@ class Parked:
     release: simpy.Event  # succeeded when the pod's next attempt is due
     times: deque[float] = field(default_factory=deque)  # planned refusals, ascending
     due: float = 0.0  # when the next attempt is not a certain refusal
+    admit: float = -1.0  # the admit time the plan was made for
 
 
 class Storm:
@@ -45,6 +46,7 @@ class Storm:
         self.horizon = horizon
         self.parked: dict[int, Parked] = {}
         self._kick = node.env.event()
+        self._stale = False  # set by a change that calls for re-planning
         node.endpoint_create.storm = self
         node.endpoint_delete.storm = self
         node.env.process(self._keeper())
@@ -104,12 +106,13 @@ class Storm:
 
     def after_change(self, before: tuple[float, bool]) -> None:
         """Re-plan only if planned refusals may no longer be certain: a token sooner, or no room for a 404."""
-        if not self.parked or self._kick.triggered:
+        if not self.parked or self._stale:
             return
         admit_before, room_before = before
         now = self.node.env.now
         sooner = self.node.endpoint_create.core.admit_time(now) < admit_before
         if sooner or (room_before and not self._room_for_a_404()):
+            self._stale = True
             self._kick.succeed()
 
     def _room_for_a_404(self) -> bool:
@@ -120,6 +123,7 @@ class Storm:
     def _replan(self, parked: Parked, admit: float, room: bool) -> None:
         """Keeps the refusals that are still certain, adds the ones that now are; sets ``due``."""
         k, pod, times = self.node.time_scale, parked.pod, parked.times
+        parked.admit = admit if room else -1.0
         if not room:
             times.clear()
         while times and times[-1] >= admit:
@@ -145,10 +149,14 @@ class Storm:
                 yield self._kick
                 self._kick = env.event()
                 continue
+            # Re-plan: cut what a change made uncertain, extend where the next
+            # token moved later. A plan made for this very admit time is kept.
             admit = create.admit_time(env.now) - MARGIN
             room = self._room_for_a_404()
+            stale, self._stale = self._stale, False
             for parked in self.parked.values():
-                self._replan(parked, admit, room)
+                if stale or parked.admit != admit:
+                    self._replan(parked, admit, room)
             due = min(p.due for p in self.parked.values())
             kick = self._kick
             yield env.timeout(max(0.0, due - env.now)) | kick
