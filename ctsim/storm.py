@@ -10,8 +10,9 @@ them in one event. Anything that could admit earlier (a higher rate or burst,
 a token given back) or that moves the endpoint-delete limiter's slots wakes
 it to plan again; such a change first *settles* the planned retries that came
 before it, so every counter sees them in order. The result is the step-by-step
-run's (a test runs both and compares); a 16Mi collapse costs a few hundred
-events instead of thirteen thousand.
+run's (a test runs both and compares); an hour of a 16Mi collapse takes about
+1,900 SimPy steps instead of about 30,000 (13,400 refused ADDs are still
+counted one by one, with their times, in each pod's history).
 """
 
 from __future__ import annotations
