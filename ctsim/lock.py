@@ -19,7 +19,6 @@ class GlobalDeleteLock(simpy.Resource):
         self.max_queue = 0
         self.max_holders = 0
         self.held_seconds = 0.0
-        self.acquisitions = 0
 
     def request(self) -> simpy.resources.resource.Request:  # type: ignore[override]
         req = super().request()
@@ -28,6 +27,5 @@ class GlobalDeleteLock(simpy.Resource):
         return req
 
     def record_hold(self, seconds: float) -> None:
-        self.acquisitions += 1
         self.held_seconds += seconds
         self.max_holders = max(self.max_holders, len(self.users))

@@ -17,7 +17,7 @@ from ctsim.model import Model, simulate
 from ctsim.projection import max_entries_for_burst, safe_burst, walk_seconds
 from ctsim.result import COLLAPSE, DEGRADED, OK, Result
 from ctsim.scenario import Scenario, resolve
-from ctsim.sizing import CT_ELEMENT_BYTES_V4
+from ctsim.sizing import CTMapSizes
 
 DRIFT_HORIZON = "4d"
 TRACE_EVERY = 300.0
@@ -192,7 +192,7 @@ def plan(facts: Facts) -> dict[str, Any]:
         "inputs": {**base.to_dict(), "drift_horizon": facts.drift_horizon},
         "max_entries": base.max_entries,
         "any_max_entries": base.any_max_entries,
-        "map_memory_bytes": (base.max_entries + base.any_max_entries) * CT_ELEMENT_BYTES_V4,
+        "map_memory_bytes": CTMapSizes(base.max_entries, base.any_max_entries).memory_bytes,
         "steady_state": {"adaptive": adaptive.to_dict(), "fixed_60s": fixed.to_dict()},
         "walk_seconds": walk,
         "safe_burst": fits,
