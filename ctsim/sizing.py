@@ -1,6 +1,11 @@
-"""CT map sizes as the agent computes them (``calculateDynamicBPFMapSizes``).
+"""CT map sizes as the agent computes them (``calculateDynamicBPFMapSizes``, v1.16.5).
 
-Source: ``pkg/option/config.go`` / ``pkg/maps`` sizing in Cilium; spec §2.
+``entries = default * int(total_memory * ratio) // total_map_memory_default``,
+clamped to [min, LimitTableMax]. The denominator is what all default-sized
+maps would take, with the element sizes ``initDaemonConfig`` sets: the IPv6
+ones, the largest (CT 38+56 B, NAT 94 B, neighbour 24 B, sock rev-NAT 32+20 B).
+The calculation examples in Cilium's code comment (16 GB → 1,060,485) come
+from older element sizes and no longer hold.
 """
 
 from __future__ import annotations
@@ -9,34 +14,43 @@ from dataclasses import dataclass
 
 CT_MAP_ENTRIES_GLOBAL_TCP_DEFAULT = 2 << 18  # 524,288
 CT_MAP_ENTRIES_GLOBAL_ANY_DEFAULT = 2 << 17  # 262,144
+NAT_MAP_ENTRIES_GLOBAL_DEFAULT = (CT_MAP_ENTRIES_GLOBAL_TCP_DEFAULT + CT_MAP_ENTRIES_GLOBAL_ANY_DEFAULT) * 2 // 3
+SOCK_REV_NAT_MAP_ENTRIES_DEFAULT = CT_MAP_ENTRIES_GLOBAL_ANY_DEFAULT
 LIMIT_TABLE_AUTO_GLOBAL_TCP_MIN = 1 << 17
 LIMIT_TABLE_AUTO_GLOBAL_ANY_MIN = 1 << 16
 LIMIT_TABLE_MAX = 1 << 24  # 16,777,216
 DEFAULT_DYNAMIC_SIZE_RATIO = 0.0025
 
-# The bytes all default-sized maps take together. Cilium computes it from the
-# element sizes; we take the one value consistent with every row of the code's
-# own calculation examples (512MB→33140, 1GB→66280, 4GB→265121,
-# 16GB→1060485 TCP entries at ratio 0.0025).
-TOTAL_MAP_MEMORY_DEFAULT = 81 * 262_144
+# Element sizes (key + value), as initDaemonConfig passes them to SetMapElementSizes.
+CT_ELEMENT_BYTES_V4 = 14 + 56  # tuple.TupleKey4Global + CtEntry
+CT_ELEMENT_BYTES_V6 = 38 + 56  # tuple.TupleKey6Global + CtEntry
+NAT_ELEMENT_BYTES = 94  # SizeofNatKey6 + SizeofNatEntry6
+NEIGH_ELEMENT_BYTES = 24  # SizeofNeighKey6 + SizeOfNeighValue
+SOCK_REV_NAT_ELEMENT_BYTES = 32 + 20  # SizeofSockRevNat6Key + SizeofSockRevNat6Value
 
-# One CT element: 14 B IPv4 key + 56 B CtEntry value (spec §2); hash-table
-# overhead is not counted.
-CT_ELEMENT_BYTES_V4 = 14 + 56
+TOTAL_MAP_MEMORY_DEFAULT = (
+    CT_MAP_ENTRIES_GLOBAL_TCP_DEFAULT * CT_ELEMENT_BYTES_V6
+    + CT_MAP_ENTRIES_GLOBAL_ANY_DEFAULT * CT_ELEMENT_BYTES_V6
+    + NAT_MAP_ENTRIES_GLOBAL_DEFAULT * NAT_ELEMENT_BYTES
+    + NAT_MAP_ENTRIES_GLOBAL_DEFAULT * NEIGH_ELEMENT_BYTES  # the neighbour map is sized like NAT
+    + SOCK_REV_NAT_MAP_ENTRIES_DEFAULT * SOCK_REV_NAT_ELEMENT_BYTES
+)  # 149,422,080 B
 
 
 @dataclass(frozen=True)
 class CTMapSizes:
+    """``bpf-ct-global-tcp-max`` and ``bpf-ct-global-any-max``: each family's maps have these sizes."""
+
     tcp: int
     any: int
 
-    @property
-    def memory_bytes(self) -> int:
-        return (self.tcp + self.any) * CT_ELEMENT_BYTES_V4
+    def memory_bytes(self, ipv6: bool = False) -> int:
+        """Keys and values of one family's two maps (hash-table overhead not counted)."""
+        return (self.tcp + self.any) * (CT_ELEMENT_BYTES_V6 if ipv6 else CT_ELEMENT_BYTES_V4)
 
 
 def dynamic_size(default: int, minimum: int, total_memory: int, ratio: float) -> int:
-    """``getDynamicSizeCalculator``: the default scaled by memory*ratio, clamped."""
+    """``getEntries``: the default scaled by memory*ratio (integer division), clamped."""
     if not 0.0 < ratio <= 1.0:
         return default
     available = int(total_memory * ratio)

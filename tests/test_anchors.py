@@ -1,9 +1,9 @@
-"""The published figures, asserted from the model's own output (spec §1)."""
+"""The published figures, asserted from the model's own output."""
 
 import pytest
 
 from ctsim.projection import walk_seconds
-from ctsim.sizing import LIMIT_TABLE_MAX, ct_map_sizes
+from ctsim.sizing import LIMIT_TABLE_MAX, TOTAL_MAP_MEMORY_DEFAULT, ct_map_sizes
 
 from .conftest import run
 
@@ -31,7 +31,28 @@ def test_stop_growth_threshold_on_a_full_map() -> None:
 def test_dynamic_sizing_of_the_incident_node() -> None:
     sizes = ct_map_sizes(2 * 2**40, 0.005)
     assert sizes.tcp == sizes.any == LIMIT_TABLE_MAX
-    assert ct_map_sizes(16 * 2**30, 0.0025).tcp == 1_060_485
+
+
+@pytest.mark.parametrize(
+    ("memory", "ratio", "tcp", "any_"),
+    [
+        # calculateDynamicBPFMapSizes with the element sizes initDaemonConfig sets (v1.16.5).
+        (16 * 2**30, 0.0025, 150_700, 75_350),
+        (240 * 2**30, 0.0025, 2_260_509, 1_130_254),
+        (512 * 2**30, 0.005, 9_644_838, 4_822_419),
+        (2 * 2**30, 0.0025, 131_072, 65_536),  # the minimums
+        (2 * 2**40, 0.005, LIMIT_TABLE_MAX, LIMIT_TABLE_MAX),  # both clamp
+    ],
+)
+def test_dynamic_sizing_matches_the_agent(memory: int, ratio: float, tcp: int, any_: int) -> None:
+    assert TOTAL_MAP_MEMORY_DEFAULT == 149_422_080
+    sizes = ct_map_sizes(memory, ratio)
+    assert (sizes.tcp, sizes.any) == (tcp, any_)
+
+
+def test_node_memory_flags_give_the_agents_sizes() -> None:
+    r = run(node_memory="512Gi", map_ratio="0.005", entries="1M", pods="1", horizon="1m")
+    assert (r.scenario.max_entries, r.scenario.any_max_entries) == (9_644_838, 4_822_419)
 
 
 def test_the_analytics_burst_collapses(incident) -> None:
@@ -64,9 +85,11 @@ def test_the_standard_node_takes_the_burst() -> None:
     assert d["pods"]["ready"] == 50
 
 
-def test_batched_walk_is_faster() -> None:
+def test_only_1_18_walks_in_batches() -> None:
     per_entry = run(entries="16M", pods="1", horizon="1m")
-    batched = run(entries="16M", pods="1", horizon="1m", profile="cilium-1.17")
+    still_per_entry = run(entries="16M", pods="1", horizon="1m", profile="cilium-1.17")
+    batched = run(entries="16M", pods="1", horizon="1m", profile="cilium-1.18")
+    assert still_per_entry.walk_seconds == per_entry.walk_seconds
     assert batched.walk_seconds == pytest.approx(per_entry.walk_seconds / 10)
 
 
@@ -78,10 +101,37 @@ def test_projection_is_the_models_walk() -> None:
 def test_advice_is_checked_by_the_model() -> None:
     incident = run(entries="16M", pods="50", horizon="10m")
     assert incident.advice.safe_burst == 1
-    # A table just under the advised size for a 10-pod burst takes that burst.
-    advised = run(entries="16M", pods="10", horizon="1m").advice.max_entries_for_burst
-    fits = run(entries=str(int(advised * 0.95)), expired_fraction="0", pods="10", horizon="10m")
+    # Within the create limiter's 4 parallel slots and 4-token burst, every pod's
+    # scrub queues on the lock at once: the projection is exactly the model's.
+    advised = run(entries="16M", pods="4", horizon="1m").advice.max_entries_for_burst
+    fits = run(entries=str(int(advised * 0.95)), expired_fraction="0", pods="4", horizon="10m")
     assert fits.verdict == "ok"
-    # And one twice that size does not.
-    too_big = run(entries=str(advised * 2), expired_fraction="0", pods="10", horizon="10m")
-    assert too_big.to_dict()["pods"]["ready_first_attempt"] < 10
+    # 5 % more and the last scrub misses the deadline. Every pod misses it: each
+    # re-queues for its non-TCP map behind the others' TCP walks.
+    too_big = run(entries=str(int(advised * 1.05)), expired_fraction="0", pods="4", horizon="10m")
+    assert too_big.to_dict()["pods"]["ready_first_attempt"] == 0
+    assert too_big.counters.add_timeouts >= 4
+
+
+def test_the_lock_is_released_between_the_maps_of_a_family() -> None:
+    # Two pods, 30 s TCP walks, 10 s non-TCP walks: pod 1's non-TCP walk waits
+    # behind pod 2's TCP walk (FIFO), so pod 1 finishes its scrub at 30+30+10 s.
+    from ctsim.model import Model
+    from ctsim.scenario import resolve
+
+    model = Model(resolve(entries="6390000", expired_fraction="0", pods="2", horizon="5m", gc_next_pass="1h"))
+    model.node.families[0].maps[1].established = 2_130_000  # 10 s of non-TCP entries
+    model.node.families[0].maps[1]._present = 2_130_000
+    holds: list[tuple[float, float]] = []
+    original = model.node.families[0].lock.record_hold
+
+    def record(seconds: float) -> None:
+        holds.append((model.env.now, seconds))
+        original(seconds)
+
+    model.node.families[0].lock.record_hold = record  # type: ignore[method-assign]
+    model.run()
+    start = holds[0][0] - holds[0][1]  # the first pod arrives within the first second
+    ends = [x for end, seconds in holds[:4] for x in (end - start, seconds)]
+    # TCP 1, TCP 2, then non-TCP 1 (pod 1's scrub ends at 70 s, not 40 s), non-TCP 2.
+    assert ends == pytest.approx([30, 30, 60, 30, 70, 10, 80, 10], abs=0.01)
