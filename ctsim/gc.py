@@ -1,9 +1,11 @@
 """Cilium's periodic CT garbage collection and its adaptive interval.
 
 Sources: ``pkg/maps/ctmap/ctmap.go`` (``GetInterval``, ``calculateInterval``)
-and ``pkg/maps/ctmap/gc/gc.go`` (``runGC``) in 1.16; spec §3. The delete ratio
-is deleted entries over the map's *capacity*, which is why a large, quiet map
-drifts to the 12 h cap while expired entries pile up.
+and ``pkg/maps/ctmap/gc/gc.go`` (``enableGC``, ``runGC``) in v1.16.5. The
+delete ratio is deleted entries over the map's *capacity*, which is why a
+large, quiet map drifts to the 12 h cap while expired entries pile up. One GC
+goroutine walks every global map of every enabled family, IPv4 then IPv6,
+and adapts one interval from the largest ratio over all of them.
 """
 
 from __future__ import annotations
@@ -46,18 +48,35 @@ def calculate_interval(prev_interval_s: float, max_delete_ratio: float) -> float
 
 @dataclass
 class GCPolicy:
-    """``conntrack-gc-interval`` (fixed when > 0) and ``conntrack-gc-max-interval``."""
+    """``GetInterval`` with its ``cachedGCInterval``; the agent's GC flags.
+
+    ``fixed_interval`` is ``conntrack-gc-interval`` (fixed when > 0),
+    ``max_interval`` is ``conntrack-gc-max-interval`` (a cap when > 0).
+    ``cached_interval`` is 0 in a freshly started agent; ``calculateInterval``
+    writes it, uncapped, whenever the ratio it is given is non-zero.
+    """
 
     fixed_interval: float = 0.0
     max_interval: float = 0.0
+    cached_interval: float = 0.0
 
-    def get_interval(self, expected_prev: float, actual_prev: float, max_delete_ratio: float) -> float:
-        """``GetInterval``: scales the ratio up after an early pass, then adapts."""
+    def get_interval(self, actual_prev: float, max_delete_ratio: float) -> float:
+        """``GetInterval``: the next interval from the pass that just ran.
+
+        ``actual_prev`` is the time since the previous pass started (0 for the
+        first pass). An early pass (signal-triggered) scales the ratio up by
+        expected/actual, but only once the cache holds an interval.
+        """
         if self.fixed_interval > 0:
             return self.fixed_interval
-        if 0 < actual_prev < expected_prev:
-            max_delete_ratio *= expected_prev / actual_prev
-        interval = calculate_interval(expected_prev, max_delete_ratio)
+        expected, ratio = self.cached_interval, max_delete_ratio
+        if expected == 0:
+            expected = CONNTRACK_GC_STARTING_INTERVAL
+        elif 0 < actual_prev < expected:
+            ratio *= expected / actual_prev
+        interval = calculate_interval(expected, ratio)
+        if ratio != 0.0:
+            self.cached_interval = interval
         if self.max_interval > 0 and interval > self.max_interval:
             interval = self.max_interval
         return interval
@@ -84,19 +103,20 @@ class GCHistory:
 
 def run_gc(
     env: simpy.Environment,
-    walk_pass: Callable[[], Generator[simpy.Event, None, tuple[int, int, float]]],
+    walk_pass: Callable[[], Generator[simpy.Event, object, tuple[int, int, float]]],
     policy: GCPolicy,
-    interval: float,
     first_pass_at: float,
     history: GCHistory,
     time_scale: float = 1.0,
 ) -> Generator[simpy.Event, object, None]:
-    """The GC goroutine of one family: pass, adapt the interval, sleep, repeat.
+    """The GC goroutine: pass, adapt the interval, sleep, repeat.
 
     Intervals are on the node's clock; sleeps are divided by ``time_scale``.
+    The sleep starts when the pass ends; the actual interval handed to
+    ``GetInterval`` is from pass start to pass start (``gcStart.Sub(gcPrev)``).
 
-    ``walk_pass`` walks the family's maps under its lock and returns
-    (entries walked, entries deleted, max delete ratio over the maps).
+    ``walk_pass`` walks every global map of every family and returns
+    (entries walked, entries deleted, max delete ratio over all maps).
     """
     if first_pass_at > 0:
         yield env.timeout(first_pass_at / time_scale)
@@ -105,7 +125,7 @@ def run_gc(
         start = env.now
         walked, deleted, ratio = yield env.process(walk_pass())
         actual = (start - previous_start) * time_scale if previous_start is not None else 0.0
-        interval = policy.get_interval(interval, actual, ratio)
+        interval = policy.get_interval(actual, ratio)
         history.passes.append(GCPass(start, env.now, walked, deleted, ratio, interval))
         previous_start = start
         yield env.timeout(interval / time_scale)

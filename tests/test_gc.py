@@ -2,11 +2,11 @@
 
 import pytest
 
-from ctsim.gc import CONNTRACK_GC_MAX_LRU_INTERVAL, GCPolicy, calculate_interval
+from ctsim.gc import CONNTRACK_GC_MAX_LRU_INTERVAL, CONNTRACK_GC_STARTING_INTERVAL, GCPolicy, calculate_interval
 
 from .conftest import run
 
-# pkg/maps/ctmap: TestCalculateInterval (prev, maxDeleteRatio → next), spec §3.
+# pkg/maps/ctmap/ctmap_test.go: TestCalculateInterval (prev, maxDeleteRatio → next).
 CILIUM_CASES = [
     (60, 0.1, 60),
     (60, 0.2, 60),
@@ -34,15 +34,57 @@ def test_growth_rounds_like_go_duration_round() -> None:
     assert calculate_interval(675, 0.01) == 1013
 
 
-def test_fixed_interval_overrides_everything() -> None:
-    assert GCPolicy(fixed_interval=60).get_interval(43200, 43200, 0.9) == 60
+# pkg/maps/ctmap/ctmap_test.go: TestGetInterval, step by step on one cache.
+def test_get_interval_as_cilium_tests_it() -> None:
+    policy = GCPolicy(cached_interval=60)
+    assert policy.get_interval(60, 0.1) == 60
+    # Setting ConntrackGCInterval overrides the calculation.
+    policy.fixed_interval = 10
+    assert policy.get_interval(60, 0.1) == 10
+    policy.fixed_interval = 0
+    assert policy.get_interval(60, 0.1) == 60
+    # Setting ConntrackGCMaxInterval limits the maximum interval ...
+    policy.max_interval = 20
+    assert policy.get_interval(60, 0.1) == 20
+    # ... but the cache keeps the uncapped value: lifting the cap gives 1m back.
+    assert policy.cached_interval == 60
+    policy.max_interval = 0
+    assert policy.get_interval(60, 0.1) == 60
 
 
-def test_early_pass_scales_ratio_up() -> None:
+def test_a_fresh_agent_starts_from_five_minutes_and_ignores_early_passes() -> None:
+    policy = GCPolicy()
+    assert policy.cached_interval == 0
+    # No cache yet: expected is 5m and an early pass does not scale the ratio
+    # (4 % stays 4 %: grow by half).
+    assert policy.get_interval(60, 0.04) == CONNTRACK_GC_STARTING_INTERVAL * 1.5
+    assert policy.cached_interval == 450
+
+
+def test_a_zero_ratio_leaves_the_cache_alone() -> None:
+    policy = GCPolicy()
+    assert policy.get_interval(0, 0.0) == CONNTRACK_GC_STARTING_INTERVAL
+    assert policy.cached_interval == 0  # still a fresh agent's
+    policy = GCPolicy(cached_interval=900)
+    assert policy.get_interval(900, 0.0) == 900
+    assert policy.cached_interval == 900
+
+
+def test_early_pass_scales_ratio_up_once_the_cache_is_set() -> None:
     # 2 % deleted in half the expected time counts as 4 %: still < 5 %, grows.
-    assert GCPolicy().get_interval(600, 300, 0.02) == 900
+    assert GCPolicy(cached_interval=600).get_interval(300, 0.02) == 900
     # 4 % in a quarter of the time counts as 16 %: unchanged.
-    assert GCPolicy().get_interval(600, 150, 0.04) == 600
+    assert GCPolicy(cached_interval=600).get_interval(150, 0.04) == 600
+    # A late pass (actual > expected) is not scaled.
+    assert GCPolicy(cached_interval=600).get_interval(1200, 0.04) == 900
+
+
+def test_the_cap_applies_after_the_cache_is_written() -> None:
+    policy = GCPolicy(max_interval=3600, cached_interval=3000)
+    assert policy.get_interval(3000, 0.01) == 3600  # 4500 capped
+    assert policy.cached_interval == 4500
+    assert policy.get_interval(3600, 0.01) == 3600  # grows from 4500 (6750), capped again
+    assert policy.cached_interval == 6750
 
 
 def test_quiet_drift_reaches_the_cap_after_13_passes() -> None:
