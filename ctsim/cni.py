@@ -13,8 +13,10 @@ from collections.abc import Generator
 import simpy
 
 from ctsim.endpoint import (
+    NOT_FOUND,
     OK,
     TOO_MANY_REQUESTS,
+    TOO_MANY_REQUESTS_PACED,
     Sandbox,
     delete_endpoint_fast,
     delete_endpoint_handler,
@@ -30,21 +32,16 @@ def cni_add(node: Node, sandbox: Sandbox, deadline_s: float) -> Generator[simpy.
     """One CNI ADD; returns "ok", "429" or "timeout"."""
     env, c = node.env, node.counters
     c.add_attempts += 1
-    # The limiter decides most 429s the moment the request arrives: no need
-    # to start a handler for those.
-    ticket = node.endpoint_create.reserve()
-    if ticket is None:
-        c.add_429 += 1
-        return TOO_MANY_REQUESTS
     deadline = env.now + deadline_s
     ctx = env.timeout(deadline_s)
-    handler = env.process(put_endpoint(node, sandbox, ticket, ctx, deadline))
+    handler = env.process(put_endpoint(node, sandbox, ctx, deadline))
     yield handler | ctx
     if handler.triggered and handler.value == OK:
         c.add_ok += 1
         return OK
-    if handler.triggered and handler.value == TOO_MANY_REQUESTS:
+    if handler.triggered and handler.value in (TOO_MANY_REQUESTS, TOO_MANY_REQUESTS_PACED):
         c.add_429 += 1
+        c.add_429_paced += handler.value == TOO_MANY_REQUESTS_PACED
         return TOO_MANY_REQUESTS
     c.add_timeouts += 1
     return "timeout"
@@ -63,7 +60,7 @@ def cni_del(node: Node, sandbox: Sandbox) -> Generator[simpy.Event, object, bool
     handler = env.process(delete_endpoint_handler(node, sandbox, ctx, deadline))
     yield handler | ctx
     if handler.triggered:
-        if handler.value == "404":
+        if handler.value == NOT_FOUND:
             c.del_404 += 1
         return True
     c.del_timeouts += 1

@@ -40,14 +40,42 @@ def _s(x: float | None) -> str:
 ENTRIES = ["262144", "1Mi", "4Mi", "7M", "16Mi"]
 
 
+SIZING = [("2Gi", "0.0025"), ("16Gi", "0.0025"), ("64Gi", "0.0025"), ("240Gi", "0.0025"), ("512Gi", "0.005"),
+          ("1Ti", "0.0025"), ("2Ti", "0.005")]  # fmt: skip
+
+
+def table_sizing() -> str:
+    """CT map sizes by node memory and bpf-map-dynamic-size-ratio, as the agent computes them."""
+    from ctsim.quantity import parse_count
+    from ctsim.sizing import ct_map_sizes
+
+    rows = []
+    for memory, ratio in SIZING:
+        sizes = ct_map_sizes(parse_count(memory, "memory"), float(ratio))
+        walk = _run(node_memory=memory, map_ratio=ratio, entries=str(sizes.tcp), pods="1", horizon="1s")
+        rows.append(
+            [
+                memory,
+                ratio,
+                f"{sizes.tcp:,}",
+                f"{sizes.any:,}",
+                f"{sizes.memory_bytes() / 2**20:,.0f} MiB",
+                f"{walk.walk_seconds:.1f} s",
+                "any" if walk.advice.safe_burst is None else str(walk.advice.safe_burst),
+            ]
+        )
+    header = ["node memory", "ratio", "TCP map", "non-TCP map", "IPv4 keys+values", "full TCP walk", "safe burst"]
+    return _md(header, rows)
+
+
 def table_walk() -> str:
     """Walk time (s) by table size and per-entry rate."""
     rates = [("130,000 (slow node)", "130000"), ("213,000 (incident, 1.16)", "213000"), ("400,000", "400000")]
-    header = ["entries", *[name for name, _ in rates], "1.17 batched (x10)"]
+    header = ["entries", *[name for name, _ in rates], "1.18 batched (x10)"]
     rows = []
     for e in ENTRIES:
         walks = [_run(entries=e, rate=r, pods="1", horizon="1s").walk_seconds for _, r in rates]
-        batched = _run(entries=e, pods="1", horizon="1s", profile="cilium-1.17").walk_seconds
+        batched = _run(entries=e, pods="1", horizon="1s", profile="cilium-1.18").walk_seconds
         rows.append([f"{resolve(entries=e).entries:,}", *[f"{w:.2f}" for w in walks], f"{batched:.2f}"])
     return _md(header, rows)
 
@@ -85,7 +113,7 @@ def table_mitigations() -> str:
         ("as in the incident (adaptive GC, 12h)", {}),
         ("--gc-interval 60s", {"gc_interval": "60s"}),
         ("--max-entries 374880 (table capped)", {"max_entries": "374880", "entries": "374880"}),
-        ("--profile cilium-1.17 (batched walk)", {"profile": "cilium-1.17"}),
+        ("--profile cilium-1.18 (batched walk)", {"profile": "cilium-1.18"}),
     ]
     header = ["node", "verdict", "walk", "Ready", "first try", "p50", "max", "ADD timeouts", "429s", "orphaned walk"]
     rows = []
@@ -148,6 +176,7 @@ def table_incident() -> str:
 
 TABLES: dict[str, Callable[[], str]] = {
     "incident": table_incident,
+    "sizing": table_sizing,
     "walk": table_walk,
     "burst": table_burst,
     "drift": table_drift,

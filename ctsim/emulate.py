@@ -38,7 +38,6 @@ from ctsim.limiter import (
     Cancelled,
     LimitedRequest,
     LimiterCore,
-    Ticket,
     TooManyRequests,
     scaled,
 )
@@ -133,7 +132,7 @@ class ThreadSemaphore:
 
 
 class ThreadLimiter:
-    """``APILimiter`` on the wall clock: the model's LimiterCore behind a mutex."""
+    """``APILimiter`` on the wall clock: the model's LimiterCore behind a mutex, in ``wait()``'s order."""
 
     def __init__(self, clock: Clock, name: str, params: APILimiterParameters) -> None:
         self.clock = clock
@@ -141,35 +140,49 @@ class ThreadLimiter:
         self._mutex = threading.Lock()
         self._sem = ThreadSemaphore(clock, WAIT_SEMAPHORE_RESOLUTION)
 
-    def reserve(self) -> Ticket | None:
-        with self._mutex:
-            return self.core.reserve(self.clock.now())
-
-    def wait(self, ticket: Ticket, deadline: float) -> LimitedRequest:
+    def wait(self, deadline: float) -> LimitedRequest:
+        """Admits, or raises TooManyRequests or Cancelled; ``deadline`` is the caller's."""
         clock, core = self.clock, self.core
-        if ticket.skip:
-            with self._mutex:
-                return core.admitted(clock.now(), 0)
-        if ticket.delay > 0:
-            clock.sleep_until(min(ticket.time_to_act, deadline))
-            if clock.now() >= deadline:
-                with self._mutex:
-                    core.cancel(clock.now(), ticket)
-                raise Cancelled()
         with self._mutex:
-            weight = core.weight()
+            req = core.schedule(clock.now())
+            if req.skip:
+                return core.admitted(clock.now(), req)
+            mean, weight = core.mean_processing, core.weight()
         if weight:
             give_up = deadline
             if core.params.max_wait > 0:
-                give_up = min(deadline, ticket.time_to_act - ticket.delay + core.params.max_wait)
+                give_up = min(deadline, req.scheduled_at + core.params.max_wait)
             if not self._sem.acquire(weight, give_up):
+                self.finish(req, success=False)
                 if clock.now() >= deadline:
                     raise Cancelled()
                 with self._mutex:
                     core.rejected += 1
                 raise TooManyRequests()
+            req.weight = weight
         with self._mutex:
-            return core.admitted(clock.now(), weight)
+            now = clock.now()
+            delay = core.reserve(now)
+            if core.too_late(delay, now - req.scheduled_at):
+                core.cancel(now, now + delay)
+                core.rejected += 1
+                core.paced += mean > 0
+                refused = True
+            else:
+                refused = False
+        if refused:
+            time.sleep(mean)  # holding the slot, as the agent's handler does
+            self.finish(req, success=False)
+            raise TooManyRequests(paced=mean > 0)
+        if delay > 0:
+            clock.sleep_until(min(now + delay, deadline))
+            if clock.now() >= deadline:
+                with self._mutex:
+                    core.cancel(clock.now(), now + delay)
+                self.finish(req, success=False)
+                raise Cancelled()
+        with self._mutex:
+            return core.admitted(clock.now(), req)
 
     def finish(self, req: LimitedRequest, success: bool) -> None:
         with self._mutex:
@@ -199,7 +212,7 @@ class EmuPod:
 
 
 def _walker(conn: Connection, maps: list[BPFMap]) -> None:
-    """The walking process: one full walk of every map per request, as Cilium's loop.
+    """The walking process: one full walk of one map per request, as Cilium's loop.
 
     A scrub only walks (a new pod's IP matches nothing): the tight loop that
     ``ctsim calibrate`` times. A GC pass also reads each lifetime and deletes
@@ -207,25 +220,23 @@ def _walker(conn: Connection, maps: list[BPFMap]) -> None:
     """
     while True:
         try:
-            collect_garbage = conn.recv()
+            request = conn.recv()
         except EOFError:
             return
-        if collect_garbage is None:
+        if request is None:
             return
-        walked, deleted, ratio = 0, 0, 0.0
-        for m in maps:
-            if not collect_garbage:
-                walked += sum(1 for _ in m.walk())
-                continue
-            expired: list[bytes] = []
-            for key in m.walk():
-                if _LIFETIME.unpack_from(m.last_value)[0] == LIFETIME_EXPIRED:
-                    expired.append(key)
-                walked += 1
-            n = sum(m.delete(key) for key in expired)
-            deleted += n
-            ratio = max(ratio, n / m.max_entries)
-        conn.send((walked, deleted, ratio))
+        collect_garbage, index = request
+        m = maps[index]
+        if not collect_garbage:
+            conn.send((sum(1 for _ in m.walk()), 0, 0.0))
+            continue
+        walked, expired = 0, []
+        for key in m.walk():
+            if _LIFETIME.unpack_from(m.last_value)[0] == LIFETIME_EXPIRED:
+                expired.append(key)
+            walked += 1
+        deleted = sum(m.delete(key) for key in expired)
+        conn.send((walked, deleted, deleted / m.max_entries))
 
 
 class EmulatedNode:
@@ -241,6 +252,9 @@ class EmulatedNode:
         self.ct_lock = FifoLock()
         self.create = ThreadLimiter(clock, "endpoint-create", scaled(ENDPOINT_CREATE, k))
         self.delete = ThreadLimiter(clock, "endpoint-delete", scaled(ENDPOINT_DELETE, k))
+        if s.agent_state == "warm":
+            self.create.core.spend_skip_initial()
+            self.delete.core.spend_skip_initial()
         self.build_permits = threading.Semaphore(s.cores)
         self.stop = threading.Event()
         self.threads: list[threading.Thread] = []
@@ -281,17 +295,21 @@ class EmulatedNode:
         with contextlib.suppress(Stopped):
             fn(*args)
 
-    # The shared walk: GC passes and scrubs, under the family lock.
+    # The shared walk: GC passes and scrubs, map by map under the family lock.
     def walk(self, collect_garbage: bool, caller_deadline: float | None) -> tuple[int, int, float]:
-        self.ct_lock.acquire()
-        try:
-            if self.stop.is_set():
-                raise Stopped()
-            with self._walker_mutex:  # the lock already serialises; this guards the pipe
-                self._walker.send(collect_garbage)
-                walked, deleted, ratio = self._walker.recv()
-        finally:
-            self.ct_lock.release()
+        walked = deleted = 0
+        ratio = 0.0
+        for index in range(len(self.maps)):
+            self.ct_lock.acquire()  # released between the maps, as doGC4 does
+            try:
+                if self.stop.is_set():
+                    raise Stopped()
+                with self._walker_mutex:  # the lock already serialises; this guards the pipe
+                    self._walker.send((collect_garbage, index))
+                    w, d, r = self._walker.recv()
+            finally:
+                self.ct_lock.release()
+            walked, deleted, ratio = walked + w, deleted + d, max(ratio, r)
         self._count("walks")
         if caller_deadline is not None and self.clock.now() > caller_deadline:
             self._count("orphaned_walks")
@@ -299,15 +317,16 @@ class EmulatedNode:
 
     def gc_loop(self) -> None:
         s, k = self.s, self.s.time_scale
-        policy = GCPolicy(fixed_interval=s.gc_interval, max_interval=s.gc_max_interval)
-        interval = s.gc_initial_interval
+        policy = GCPolicy(
+            fixed_interval=s.gc_interval, max_interval=s.gc_max_interval, cached_interval=s.gc_initial_interval
+        )
         next_pass = s.gc_first_pass / k
         previous: float | None = None
         while not self.stop.wait(max(0.0, next_pass - self.clock.now())):
             start = self.clock.now()
             _, _, ratio = self.walk(collect_garbage=True, caller_deadline=None)
             actual = (start - previous) * k if previous is not None else 0.0
-            interval = policy.get_interval(interval, actual, ratio)
+            interval = policy.get_interval(actual, ratio)
             if self.clock.now() <= self.horizon:
                 self.gc_intervals.append(interval)
             previous = start
@@ -325,11 +344,9 @@ class EmulatedNode:
         finally:
             ep.lock.release()
 
-    def put_endpoint(
-        self, sandbox: EmuSandbox, ticket: Ticket, deadline: float, done: threading.Event, out: list[str]
-    ) -> None:
+    def put_endpoint(self, sandbox: EmuSandbox, deadline: float, done: threading.Event, out: list[str]) -> None:
         try:
-            req = self.create.wait(ticket, deadline)
+            req = self.create.wait(deadline)
         except TooManyRequests:
             out.append("429")
             done.set()
@@ -372,27 +389,20 @@ class EmulatedNode:
         self.create.finish(req, success=False)
 
     def delete_handler(self, sandbox: EmuSandbox, deadline: float, done: threading.Event) -> None:
-        ticket = self.delete.reserve()
-        assert ticket is not None  # endpoint-delete has no token bucket
         try:
-            req = self.delete.wait(ticket, deadline)
+            req = self.delete.wait(deadline)
         except (Cancelled, TooManyRequests):
             return
         ep = sandbox.endpoint
-        if ep is not None and not ep.deleted:
-            self.delete_endpoint(ep, deadline)
-        self.delete.finish(req, success=True)
+        found = ep is not None and not ep.deleted and self.delete_endpoint(ep, deadline)
+        self.delete.finish(req, success=found)  # a 404 is r.Error(): no re-tuning
         done.set()
 
     # The clients: cilium-cni under containerd, and kubelet.
     def cni_add(self, sandbox: EmuSandbox) -> str:
-        ticket = self.create.reserve()
-        if ticket is None:
-            self._count("add_429")
-            return "429"
         deadline = self.clock.now() + self.deadline
         done, out = threading.Event(), []
-        self.spawn(self.put_endpoint, sandbox, ticket, deadline, done, out)
+        self.spawn(self.put_endpoint, sandbox, deadline, done, out)
         done.wait(max(0.0, deadline - self.clock.now()))
         if done.is_set() and out == ["ok"]:
             return "ok"

@@ -14,14 +14,16 @@ from dataclasses import dataclass, field
 
 import simpy
 
-from ctsim.limiter import Cancelled, Ticket, TooManyRequests
+from ctsim.limiter import Cancelled, TooManyRequests
 from ctsim.node import Node
 from ctsim.walk import walk
 
 OK = "ok"
 TOO_MANY_REQUESTS = "429"
+TOO_MANY_REQUESTS_PACED = "429 paced"  # refused after sleeping the mean processing time
 CANCELLED = "cancelled"
 FAILED = "failed"
+NOT_FOUND = "404"
 
 
 @dataclass
@@ -42,7 +44,7 @@ class Sandbox:
 
 
 def scrub_ips_in_conntrack_table(node: Node, caller_deadline: float) -> Generator[simpy.Event, object, None]:
-    """``scrubIPsInConntrackTable``: walks every global CT map of every family."""
+    """``scrubIPsInConntrackTable``: walks every global CT map of every family, IPv4 then IPv6."""
     for family in node.families:
         yield from walk(node, family, collect_garbage=False, caller_deadline=caller_deadline)
 
@@ -80,17 +82,17 @@ def delete_endpoint(node: Node, ep: Endpoint, caller_deadline: float) -> Generat
 
 
 def put_endpoint(
-    node: Node, sandbox: Sandbox, ticket: Ticket, ctx: simpy.Event, deadline: float
+    node: Node, sandbox: Sandbox, ctx: simpy.Event, deadline: float
 ) -> Generator[simpy.Event, object, str]:
-    """The create handler, once the limiter gave it a ticket (see ``cni_add``).
+    """``putEndpointIDHandler``: the limiter, then ``createEndpoint``.
 
     ``ctx`` fires when cilium-cni's client gives up.
     """
     env = node.env
     try:
-        req = yield from node.endpoint_create.wait(ticket, ctx)
-    except TooManyRequests:
-        return TOO_MANY_REQUESTS
+        req = yield from node.endpoint_create.wait(ctx)
+    except TooManyRequests as refused:
+        return TOO_MANY_REQUESTS_PACED if refused.paced else TOO_MANY_REQUESTS
     except Cancelled:
         node.counters.add_cancelled_in_limiter += 1
         return CANCELLED
@@ -111,29 +113,29 @@ def put_endpoint(
 def delete_endpoint_fast(node: Node, sandbox: Sandbox) -> bool:
     """DELETE /endpoint answered at once with 404: no endpoint and a free limiter slot.
 
-    Most DELs in a 429 storm end here; skipping the process keeps them cheap.
+    Most DELs after a 429 end here. The handler ends them with ``r.Error()``
+    (``daemon/cmd/endpoint.go``), so they never re-tune the limiter; a slot
+    taken and given back in the same instant changes nothing, so no process
+    is needed.
     """
     ep = sandbox.endpoint
     if ep is not None and not ep.deleted:
         return False
-    return node.endpoint_delete.pass_through()
+    return node.endpoint_delete.answer_at_once()
 
 
 def delete_endpoint_handler(
     node: Node, sandbox: Sandbox, ctx: simpy.Event, deadline: float
 ) -> Generator[simpy.Event, object, str]:
     """DELETE /endpoint: 404 when the endpoint is already gone, else the delete scrub."""
+    limiter = node.endpoint_delete
     try:
-        limiter = node.endpoint_delete
-        ticket = limiter.reserve()
-        if ticket is None:  # endpoint-delete has no token bucket: never happens
-            return TOO_MANY_REQUESTS
-        req = yield from limiter.wait(ticket, ctx)
-    except Cancelled:
+        req = yield from limiter.wait(ctx)
+    except (Cancelled, TooManyRequests):  # endpoint-delete has no max wait: only a gone client
         return CANCELLED
     ep = sandbox.endpoint
     found = False
     if ep is not None and not ep.deleted:
         found = yield from delete_endpoint(node, ep, deadline)
-    node.endpoint_delete.finish(req, success=True)
-    return OK if found else "404"
+    limiter.finish(req, success=found)  # a 404 is r.Error(): no re-tuning
+    return OK if found else NOT_FOUND

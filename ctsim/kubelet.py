@@ -8,20 +8,16 @@ next sync (spec §6).
 
 from __future__ import annotations
 
+import itertools
 import random
-from collections import deque
 from collections.abc import Generator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import simpy
 
 from ctsim.cni import cni_add, cni_del
-from ctsim.endpoint import OK, TOO_MANY_REQUESTS, Sandbox
+from ctsim.endpoint import OK, Sandbox
 from ctsim.node import Node
-
-if TYPE_CHECKING:
-    from ctsim.storm import Storm
 
 BACKOFF = 10.0
 BACKOFF_JITTER = 0.5
@@ -32,20 +28,17 @@ class Pod:
     index: int
     created_at: float
     rng: random.Random = field(repr=False, compare=False, default_factory=random.Random)
-    drawn: deque[float] = field(repr=False, compare=False, default_factory=deque)  # backoffs drawn ahead
     attempts: int = 0
+    attempt_times: list[float] = field(default_factory=list)  # when each CNI ADD started
     ready_at: float | None = None
     failures: list[tuple[float, str]] = field(default_factory=list)
     stale_sandbox: bool = False
 
-    def peek_backoff(self, i: int) -> float:
-        """The ``i``-th backoff from now, drawn ahead if needed (the stream's order never changes)."""
-        while len(self.drawn) <= i:
-            self.drawn.append(backoff(self.rng))
-        return self.drawn[i]
-
-    def take_backoff(self) -> float:
-        return self.drawn.popleft() if self.drawn else backoff(self.rng)
+    @property
+    def retry_intervals(self) -> list[float]:
+        """Time between consecutive ADD attempts: what an operator sees as the retry cadence."""
+        t = self.attempt_times
+        return [b - a for a, b in itertools.pairwise(t)]
 
     @property
     def ready(self) -> bool:
@@ -80,10 +73,8 @@ def new_pod(index: int, pods: int, seed: int, start_spread: float) -> Pod:
     return Pod(index=index, created_at=(index + 0.5 * rng.random()) * slot, rng=rng)
 
 
-def pod_worker(
-    node: Node, pod: Pod, deadline_s: float, start_delay: float, storm: Storm | None = None
-) -> Generator[simpy.Event, object, None]:
-    """One pod's sync loop; with ``storm``, runs of certain 429s are fast-forwarded (ctsim.storm)."""
+def pod_worker(node: Node, pod: Pod, deadline_s: float, start_delay: float) -> Generator[simpy.Event, object, None]:
+    """One pod's sync loop: ADD, and on failure containerd's DEL, back-off, a new sandbox."""
     env = node.env
     yield env.timeout(start_delay)
     stale: Sandbox | None = None
@@ -95,6 +86,7 @@ def pod_worker(
                 stale = None
         if stale is None:
             pod.attempts += 1
+            pod.attempt_times.append(env.now)
             sandbox = Sandbox(pod=pod.index, attempt=pod.attempts)
             outcome = yield from cni_add(node, sandbox, deadline_s)
             if outcome == OK:
@@ -104,7 +96,4 @@ def pod_worker(
             torn_down = yield from cni_del(node, sandbox)  # containerd's deferred teardown
             if not torn_down:
                 stale, pod.stale_sandbox = sandbox, True
-            elif outcome == TOO_MANY_REQUESTS and storm is not None:
-                yield from storm.ride(pod)
-                continue
-        yield env.timeout(pod.take_backoff() / node.time_scale)
+        yield env.timeout(backoff(pod.rng) / node.time_scale)

@@ -1,12 +1,16 @@
-"""Cilium's API rate limiter (``pkg/rate/api_limiter.go``) on simulated time.
+"""Cilium's API rate limiter (``pkg/rate/api_limiter.go``, v1.16.5) on simulated time.
 
-A request is admitted in three steps: the first ``skip_initial`` requests pass
-untouched; later ones reserve a token (``x/time/rate``) and fail at once with
-HTTP 429 when the reservation's delay exceeds ``max_wait``; then they wait for
-one of ``parallel_requests`` slots (``x/sync/semaphore``, FIFO). When a request
-finishes successfully, AutoAdjust rescales rate, burst and parallelism from the
-mean of the last ``mean_over`` processing times; failed requests only free
-their slot ("only auto-adjust using metrics from successful API requests").
+``wait()`` admits a request in this order: the first ``skip_initial`` requests
+the agent ever schedules pass untouched; then the request waits for one of
+``parallel_requests`` slots (``x/sync/semaphore``, FIFO) for at most
+``max_wait`` (timeout: HTTP 429, no token used); then it reserves a token
+(``x/time/rate``). If the token's delay plus the time already spent waiting
+exceeds ``max_wait``, the reservation is cancelled and the handler sleeps the
+mean processing duration *holding its slot* before answering 429 (it paces
+callers that retry at once). Every error path calls ``requestFinished`` with
+the error: the slot is freed and nothing is re-tuned. Only a request the
+handler ends with ``Done()`` feeds AutoAdjust, which rescales rate, burst and
+parallelism from the mean of the last ``mean_over`` processing times.
 """
 
 from __future__ import annotations
@@ -15,7 +19,6 @@ import math
 from collections import deque
 from collections.abc import Generator
 from dataclasses import dataclass, field, replace
-from typing import NamedTuple, Protocol
 
 import simpy
 
@@ -38,7 +41,7 @@ class APILimiterParameters:
     max_adjustment_factor: float = 100.0
 
 
-# daemon/cmd/api_limits.go as of 1.16 (spec §6).
+# daemon/restapi/api_limits.go, apiRateLimitDefaults (v1.16.5).
 ENDPOINT_CREATE = APILimiterParameters(
     estimated_processing=2.0,
     auto_adjust=True,
@@ -58,7 +61,11 @@ ENDPOINT_DELETE = APILimiterParameters(
 
 
 class TooManyRequests(Exception):
-    """HTTP 429 after waiting: no parallel slot within ``max_wait``."""
+    """HTTP 429: no parallel slot within ``max_wait``, or the token came too late (``paced``)."""
+
+    def __init__(self, paced: bool = False) -> None:
+        super().__init__("429")
+        self.paced = paced
 
 
 class Cancelled(Exception):
@@ -124,15 +131,9 @@ class WeightedSemaphore:
     def has_room(self, n: int) -> bool:
         return self.size - self.cur >= n and not self.waiters
 
-    def try_acquire(self, n: int) -> bool:
-        if self.size - self.cur >= n and not self.waiters:
-            self.cur += n
-            return True
-        return False
-
     def acquire(self, n: int) -> simpy.Event:
         event = self.env.event()
-        if self.size - self.cur >= n and not self.waiters:
+        if self.has_room(n):
             self.cur += n
             event.succeed()
         else:
@@ -165,17 +166,13 @@ class WeightedSemaphore:
 
 @dataclass(slots=True)
 class LimitedRequest:
-    start: float
-    weight: int
+    """``limitedRequest``: when it was scheduled, its slot, and when processing started."""
+
+    scheduled_at: float
+    skip: bool = False
+    weight: int = 0
+    start: float | None = None  # None until admitted (``startTime.IsZero()``)
     finished: bool = False
-
-
-class Ticket(NamedTuple):
-    """A request's place, taken synchronously when it arrives (``Wait``'s first half)."""
-
-    skip: bool
-    delay: float
-    time_to_act: float
 
 
 def scaled(params: APILimiterParameters, time_scale: float) -> APILimiterParameters:
@@ -192,9 +189,10 @@ def scaled(params: APILimiterParameters, time_scale: float) -> APILimiterParamet
 
 @dataclass
 class LimiterCore:
-    """The clock-free part of ``APILimiter``: reservations, counters and AutoAdjust.
+    """The clock-free part of ``APILimiter``: counters, the token bucket and AutoAdjust.
 
-    The simulator drives it on SimPy time, ``ctsim emulate`` on the wall clock.
+    The simulator drives it on SimPy time, ``ctsim emulate`` on the wall clock;
+    both call it in ``wait()``'s order (see the module docstring).
     """
 
     name: str
@@ -202,12 +200,13 @@ class LimiterCore:
     requests_scheduled: int = 0
     requests_processed: int = 0
     in_flight: int = 0
-    rejected: int = 0
+    rejected: int = 0  # 429s
+    paced: int = 0  # 429s that slept the mean processing duration first
     parallel_requests: int = 0
     adjustment_factor: float = 1.0
+    mean_processing: float = 0.0  # meanProcessingDuration: successful requests only
     bucket: TokenBucket | None = None
     _durations: deque[float] = field(default_factory=deque)
-    _durations_sum: float = 0.0
     _adjusted: bool = False
 
     def __post_init__(self) -> None:
@@ -223,76 +222,58 @@ class LimiterCore:
     def rate_burst(self) -> int:
         return self.bucket.burst if self.bucket else 0
 
-    def reserve(self, now: float) -> Ticket | None:
-        """Skip, or reserve a token; None (HTTP 429) when the wait would exceed max_wait."""
-        p = self.params
+    def spend_skip_initial(self) -> None:
+        """A long-running agent: its first ``skip_initial`` requests were served long ago."""
+        self.requests_scheduled = max(self.requests_scheduled, self.params.skip_initial)
+
+    def schedule(self, now: float) -> LimitedRequest:
+        """``wait()``'s first step: count the request; the first few skip the limiter."""
         self.requests_scheduled += 1
-        if p.skip_initial > 0 and self.requests_scheduled <= p.skip_initial:
-            return Ticket(skip=True, delay=0.0, time_to_act=now)
-        delay = self.bucket.reserve(now) if self.bucket is not None else 0.0
-        if p.max_wait > 0 and delay > p.max_wait:
-            self.bucket.cancel(now, now + delay)  # type: ignore[union-attr]
-            self.rejected += 1
-            return None
-        return Ticket(skip=False, delay=delay, time_to_act=now + delay)
-
-    def cancel(self, now: float, ticket: Ticket) -> None:
-        """The caller left while waiting for its token: give the token back."""
-        if self.bucket is not None and not ticket.skip:
-            self.bucket.cancel(now, ticket.time_to_act)
-
-    def admit_time(self, now: float) -> float:
-        """The earliest time a reservation would not be refused, if nothing else changes."""
-        b, max_wait = self.bucket, self.params.max_wait
-        if b is None or max_wait <= 0:
-            return now
-        threshold = 1.0 - max_wait * b.limit  # delay <= max_wait  <=>  tokens >= threshold
-        tokens = b._advance(now)
-        if tokens >= threshold:
-            return now
-        return now + (threshold - tokens) / b.limit
-
-    def refused(self, n: int) -> None:
-        """``n`` requests refused with 429 (reserved and cancelled at once): counters only."""
-        self.requests_scheduled += n
-        self.rejected += n
-
-    def passed_through(self, now: float, n: int) -> None:
-        """``n`` requests admitted and finished in no time, as ``n`` calls of pass_through would."""
-        self.requests_scheduled += n
-        self.requests_processed += n
-        zeros = min(n, self.params.mean_over)
-        for _ in range(zeros):
-            self._durations.append(0.0)
-            if len(self._durations) > self.params.mean_over:
-                self._durations_sum -= self._durations.popleft()
-        if zeros and self.params.auto_adjust and self.params.estimated_processing:
-            self._adjust(now, max(self._durations_sum, 0.0) / len(self._durations))
+        skip = self.params.skip_initial > 0 and self.requests_scheduled <= self.params.skip_initial
+        return LimitedRequest(scheduled_at=now, skip=skip)
 
     def weight(self) -> int:
-        """Semaphore weight of one request at the current parallelism."""
+        """Semaphore weight of one request at the current parallelism (0: no semaphore)."""
         return WAIT_SEMAPHORE_RESOLUTION // self.parallel_requests if self.parallel_requests > 0 else 0
 
-    def admitted(self, now: float, weight: int) -> LimitedRequest:
+    def reserve(self, now: float) -> float:
+        """The token's delay (0 without a bucket)."""
+        return self.bucket.reserve(now) if self.bucket is not None else 0.0
+
+    def too_late(self, delay: float, waited: float) -> bool:
+        """The token would come after ``max_wait`` counted from scheduling."""
+        return self.params.max_wait > 0 and delay + waited > self.params.max_wait
+
+    def cancel(self, now: float, time_to_act: float) -> None:
+        """``Reservation.Cancel``: the request will not be processed; give the token back."""
+        if self.bucket is not None:
+            self.bucket.cancel(now, time_to_act)
+
+    def admitted(self, now: float, req: LimitedRequest) -> LimitedRequest:
         self.in_flight += 1
-        return LimitedRequest(start=now, weight=weight)
+        req.start = now
+        return req
 
     def finished(self, now: float, req: LimitedRequest, success: bool) -> bool:
-        """``requestFinished``; returns False when ``req`` was already finished."""
+        """``requestFinished``; returns False when ``req`` was already finished.
+
+        The caller frees ``req.weight`` of the semaphore when this returns True.
+        """
         if req.finished:
             return False
         req.finished = True
-        self.requests_processed += 1
-        self.in_flight -= 1
-        if not success:
+        if req.start is not None:
+            self.requests_processed += 1
+            self.in_flight -= 1
+        if not success:  # "Only auto-adjust ratelimiter using metrics from successful API requests"
             return True
-        duration = now - req.start
-        self._durations.append(duration)
-        self._durations_sum += duration
-        if len(self._durations) > self.params.mean_over:
-            self._durations_sum -= self._durations.popleft()
+        durations = self._durations
+        durations.append(now - (req.start if req.start is not None else now))
+        if len(durations) > self.params.mean_over:
+            durations.popleft()
+        self.mean_processing = sum(durations) / len(durations)
         if self.params.auto_adjust and self.params.estimated_processing:
-            self._adjust(now, max(self._durations_sum, 0.0) / len(self._durations))
+            self._adjust(now, self.mean_processing)
         return True
 
     def _delayed(self, current: float, low: float, high: float) -> float:
@@ -312,7 +293,7 @@ class LimiterCore:
     def _adjust(self, now: float, mean: float) -> None:
         p = self.params
         m = p.max_adjustment_factor
-        f = p.estimated_processing / mean if mean > 1e-12 else m
+        f = p.estimated_processing / mean if mean > 0 else m
         f = min(max(f, 1.0 / m), m)
         if f == self.adjustment_factor and self._adjusted:
             return  # same factor, same values: nothing to recompute
@@ -322,15 +303,7 @@ class LimiterCore:
         if self.bucket is not None:
             self.bucket.set_limit(now, self._bounded(p.rate_limit * f, p.rate_limit))
             burst = self._bounded(self._delayed(p.rate_burst, p.min_parallel_requests, 0.0), p.rate_burst)
-            self.bucket.set_burst(now, math.floor(burst + 0.5))
-
-
-class StormWatch(Protocol):
-    """What the limiters tell ``ctsim.storm.Storm`` around a change (see there)."""
-
-    def before_change(self) -> tuple[float, bool]: ...
-
-    def after_change(self, before: tuple[float, bool]) -> None: ...
+            self.bucket.set_burst(now, math.floor(burst + 0.5))  # Go's math.Round: halves away from zero
 
 
 class APILimiter:
@@ -340,85 +313,74 @@ class APILimiter:
         self.env = env
         self.core = LimiterCore(name, params)
         self._semaphore = WeightedSemaphore(env, WAIT_SEMAPHORE_RESOLUTION)
-        self.storm: StormWatch | None = None
 
-    def _before(self) -> tuple[float, bool]:
-        return self.storm.before_change() if self.storm is not None else (0.0, False)
+    def has_room(self) -> bool:
+        """A request scheduled now would get a slot at once."""
+        weight = self.core.weight()
+        return not weight or self._semaphore.has_room(weight)
 
-    def _after(self, before: tuple[float, bool]) -> None:
-        if self.storm is not None:
-            self.storm.after_change(before)
+    def answer_at_once(self) -> bool:
+        """A request admitted and ended with ``Error()`` in no time (a DEL's 404), if a slot is free.
 
-    def reserve(self) -> Ticket | None:
-        return self.core.reserve(self.env.now)
-
-    def try_admit(self, ticket: Ticket) -> LimitedRequest | None:
-        """Admits at once when nothing has to be waited for; None otherwise."""
-        core = self.core
-        if ticket.skip:
-            return core.admitted(self.env.now, 0)
-        if ticket.delay > 0:
-            return None
-        weight = core.weight()
-        if weight:
-            if not self._semaphore.has_room(weight):
-                return None
-            before = self._before()
-            self._semaphore.try_acquire(weight)
-            self._after(before)
-        return core.admitted(self.env.now, weight)
-
-    def pass_through(self) -> bool:
-        """A request answered at once (a DEL's 404): admitted and done in no time, if a slot is free.
-
-        It leaves the slots as they were and only adds a zero processing time,
-        so it needs no settling: zeros commute.
+        Its slot would be taken and given back in the same instant, so only
+        the counters change; False (nothing counted) when it would have to wait.
         """
-        core = self.core
-        ticket = core.reserve(self.env.now)
-        weight = core.weight()
-        if ticket is None or ticket.delay > 0 or (weight and not self._semaphore.has_room(weight)):
-            core.requests_scheduled -= 1  # not taken: the caller goes the long way
+        if not self.has_room():
             return False
-        core.finished(self.env.now, core.admitted(self.env.now, weight), success=True)
+        core = self.core
+        req = core.schedule(self.env.now)
+        core.finished(self.env.now, core.admitted(self.env.now, req), success=False)
         return True
 
-    def wait(self, ticket: Ticket, ctx: simpy.Event) -> Generator[simpy.Event, object, LimitedRequest]:
-        """The rest of ``APILimiter.Wait``: raises TooManyRequests or Cancelled, else admits."""
-        req = self.try_admit(ticket)
-        if req is not None:
-            return req
+    def wait(self, ctx: simpy.Event) -> Generator[simpy.Event, object, LimitedRequest]:
+        """``APILimiter.Wait``: admits, or raises TooManyRequests or Cancelled (after ``requestFinished``)."""
         env, core = self.env, self.core
-        if ticket.delay > 0:
-            yield env.timeout(ticket.delay) | ctx
-            if ctx.processed:
-                before = self._before()
-                core.cancel(env.now, ticket)
-                self._after(before)
-                raise Cancelled()
+        req = core.schedule(env.now)
+        if ctx.processed:
+            self._fail(req)
+            raise Cancelled()
+        if req.skip:
+            return core.admitted(env.now, req)
+        mean = core.mean_processing  # read when scheduled, as wait() does
         weight = core.weight()
         if weight:
-            before = self._before()
             grant = self._semaphore.acquire(weight)
-            self._after(before)
             if not grant.triggered:
                 waits = [grant, ctx]
                 if core.params.max_wait > 0:
-                    waits.append(env.timeout(core.params.max_wait - ticket.delay))
+                    waits.append(env.timeout(core.params.max_wait))
                 yield env.any_of(waits)
                 if not grant.triggered:
-                    before = self._before()
                     self._semaphore.abandon(grant, weight)
-                    self._after(before)
+                    self._fail(req)
                     if ctx.processed:
                         raise Cancelled()
                     core.rejected += 1
                     raise TooManyRequests()
-        return core.admitted(env.now, weight)
+            req.weight = weight
+        waited = env.now - req.scheduled_at
+        delay = core.reserve(env.now)
+        if core.too_late(delay, waited):
+            core.cancel(env.now, env.now + delay)
+            if mean > 0:
+                yield env.timeout(mean)  # time.Sleep: holds the slot, ignores the context
+            self._fail(req)
+            core.rejected += 1
+            core.paced += mean > 0
+            raise TooManyRequests(paced=mean > 0)
+        if delay > 0:
+            token = env.timeout(delay)
+            yield token | ctx
+            if not token.triggered:
+                core.cancel(env.now, req.scheduled_at + waited + delay)
+                self._fail(req)
+                raise Cancelled()
+        return core.admitted(env.now, req)
+
+    def _fail(self, req: LimitedRequest) -> None:
+        self.finish(req, success=False)
 
     def finish(self, req: LimitedRequest, success: bool) -> None:
-        """``requestFinished`` (Done or Error): frees the slot; success re-tunes."""
-        before = self._before()
+        """``requestFinished`` (``Done`` or ``Error``): frees the slot; only success re-tunes."""
         if self.core.finished(self.env.now, req, success) and req.weight:
             self._semaphore.release(req.weight)
-        self._after(before)

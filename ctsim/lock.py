@@ -1,8 +1,11 @@
-"""The per-family CT lock (``globalDeleteLock`` with the family's ``natMapLock``).
+"""The per-family CT lock: ``mapInfo[...].natMapLock`` with ``globalDeleteLock[mapType]``.
 
-Every IPv4 CT walk, periodic GC pass or pod scrub alike, holds it for the
-whole walk (spec §4). Go's ``sync.Mutex`` turns FIFO under contention
-(starvation mode), so a FIFO ``simpy.Resource`` of capacity 1 models it.
+``doGC4``/``doGC6`` take the family's ``natMapLock`` (shared by its TCP and
+non-TCP maps) for the whole walk of one map, with that map type's
+``globalDeleteLock`` around the dump: every IPv4 CT walk, periodic GC pass or
+pod scrub alike, is serialised map by map. Go's ``sync.Mutex`` turns FIFO
+under contention (starvation mode), so a FIFO ``simpy.Resource`` of capacity
+1 models it.
 """
 
 from __future__ import annotations

@@ -13,18 +13,32 @@ from ctsim.gc import GCHistory, GCPolicy, run_gc
 from ctsim.kubelet import Pod, new_pod, pod_worker
 from ctsim.lock import GlobalDeleteLock
 from ctsim.node import Family, Node
-from ctsim.projection import max_entries_for_burst, safe_burst, walk_seconds
-from ctsim.result import Advice, Result, verdict
+from ctsim.projection import FamilyWalk, max_entries_for_burst, safe_burst
+from ctsim.result import Advice, FamilyResult, Result, verdict
 from ctsim.scenario import Scenario
-from ctsim.storm import Storm
 from ctsim.walk import walk
+
+# The maps of each family, as ctmap.maps() lists them: TCP first, then non-TCP.
+MAP_NAMES = {
+    "ipv4": ("cilium_ct4_global", "cilium_ct_any4_global"),
+    "ipv6": ("cilium_ct6_global", "cilium_ct_any6_global"),
+}
+
+
+def _family(
+    env: simpy.Environment, name: str, entries: int, expired_fraction: float, tcp_max: int, any_max: int
+) -> Family:
+    """A family's two maps, its t=0 entries in the TCP map, and its lock."""
+    expired = round(entries * expired_fraction)
+    tcp_name, any_name = MAP_NAMES[name]
+    tcp = new_map(tcp_name, tcp_max, established=entries - expired, expired=expired)
+    return Family(name, [tcp, new_map(any_name, any_max)], GlobalDeleteLock(env, name))
 
 
 @dataclass
 class Model:
     scenario: Scenario
     trace_every: float | None = None  # node seconds between (t, present, expired) samples
-    fast_forward: bool = True  # ride retry storms (ctsim.storm); False plays every attempt
     env: simpy.Environment = field(init=False)
     node: Node = field(init=False)
     pods: list[Pod] = field(init=False)
@@ -34,33 +48,30 @@ class Model:
         s = self.scenario
         self.env = env = simpy.Environment()
         k = s.time_scale
-        expired = round(s.entries * s.expired_fraction)
-        tcp = new_map("cilium_ct4_global", s.max_entries, established=s.entries - expired, expired=expired)
-        any4 = new_map("cilium_ct_any4_global", s.any_max_entries)
-        family = Family("ipv4", [tcp, any4], GlobalDeleteLock(env, "ipv4"))
+        families = [_family(env, "ipv4", s.entries, s.expired_fraction, s.max_entries, s.any_max_entries)]
+        if s.ipv6_entries is not None:
+            families.append(
+                _family(env, "ipv6", s.ipv6_entries, s.expired_fraction, s.ipv6_max_entries, s.ipv6_any_max_entries)
+            )
+        family, tcp = families[0], families[0].maps[0]
         self.node = Node(
             env=env,
-            families=[family],
+            families=families,
             walk_rate=s.walk_rate,
             delete_seconds=s.delete_seconds,
             regeneration_seconds=s.regeneration_seconds / k,
             cores=s.cores,
             time_scale=k,
         )
-        self.entries_at_start = family.present
+        if s.agent_state == "warm":
+            self.node.endpoint_create.core.spend_skip_initial()
+            self.node.endpoint_delete.core.spend_skip_initial()
+        self.entries_at_start = {f.name: tuple(m.present for m in f.maps) for f in families}
         self.gc = GCHistory()
-        policy = GCPolicy(fixed_interval=s.gc_interval, max_interval=s.gc_max_interval)
-        env.process(
-            run_gc(
-                env,
-                lambda: walk(self.node, family, collect_garbage=True),
-                policy,
-                s.gc_initial_interval,
-                s.gc_first_pass,
-                self.gc,
-                k,
-            )
+        policy = GCPolicy(
+            fixed_interval=s.gc_interval, max_interval=s.gc_max_interval, cached_interval=s.gc_initial_interval
         )
+        env.process(run_gc(env, self._gc_pass, policy, s.gc_first_pass, self.gc, k))
         if s.churn.peak > 0:
             if k != 1.0:
                 raise ValueError("churn is not modelled on a scaled clock")
@@ -69,11 +80,17 @@ class Model:
         if self.trace_every:
             env.process(self._sample(family, self.trace_every / k))
         self.pods = [new_pod(i, s.pods, s.seed, s.pod_start_spread / k) for i in range(s.pods)]
-        self.storm = Storm(self.node, s.horizon / k) if self.fast_forward else None
-        if self.storm is not None and not self.storm.enabled_for(s.deadline / k):
-            self.storm = None
         for pod in self.pods:
-            env.process(pod_worker(self.node, pod, s.deadline / k, pod.created_at, self.storm))
+            env.process(pod_worker(self.node, pod, s.deadline / k, pod.created_at))
+
+    def _gc_pass(self) -> Generator[simpy.Event, object, tuple[int, int, float]]:
+        """``runGC`` over ``GlobalMaps(ipv4, ipv6)``: every family, one ratio (the max over all maps)."""
+        walked = deleted = 0
+        ratio = 0.0
+        for family in self.node.families:
+            w, d, r = yield from walk(self.node, family, collect_garbage=True)
+            walked, deleted, ratio = walked + w, deleted + d, max(ratio, r)
+        return walked, deleted, ratio
 
     def _sample(self, family: Family, every: float) -> Generator[simpy.Event, None, None]:
         while True:
@@ -82,44 +99,52 @@ class Model:
             yield self.env.timeout(every)
 
     def run(self) -> Result:
-        horizon = self.scenario.horizon / self.scenario.time_scale
-        self.env.run(until=horizon)
-        if self.storm is not None:
-            self.storm.settle(horizon)  # refusals planned before the horizon happened
+        self.env.run(until=self.scenario.horizon / self.scenario.time_scale)
         return self.result()
 
     def result(self) -> Result:
-        s, node = self.scenario, self.node
-        family = node.families[0]
-        tcp = family.maps[0]
+        s, node, now = self.scenario, self.node, self.env.now
         overhead = s.regeneration_seconds / s.time_scale
+        deadline = s.deadline / s.time_scale
+        families = [
+            FamilyResult(
+                name=f.name,
+                max_entries=f.maps[0].max_entries,
+                any_max_entries=f.maps[1].max_entries,
+                entries_at_start=sum(self.entries_at_start[f.name]),
+                entries_at_end=f.present,
+                expired_at_end=sum(m.expired(now) for m in f.maps),
+                live_evicted=sum(m.live_evicted for m in f.maps),
+                lock_max_queue=f.lock.max_queue,
+                lock_max_holders=f.lock.max_holders,
+                lock_held_seconds=f.lock.held_seconds,
+            )
+            for f in node.families
+        ]
+        walks = [FamilyWalk(f.name, self.entries_at_start[f.name], s.walk_rate) for f in node.families]
         return Result(
             scenario=s,
             verdict=verdict(self.pods),
-            walk_seconds=walk_seconds(self.entries_at_start, s.walk_rate),
+            families=families,
+            walks=walks,
             pods=self.pods,
             counters=node.counters,
             gc=self.gc,
-            lock_max_queue=family.lock.max_queue,
-            lock_max_holders=family.lock.max_holders,
-            lock_held_seconds=family.lock.held_seconds,
-            entries_at_start=self.entries_at_start,
-            entries_at_end=family.present,
-            expired_at_end=sum(m.expired(self.env.now) for m in family.maps),
-            live_evicted=sum(m.live_evicted for m in family.maps),
             limiter_end={
                 "endpoint_create_rate_per_s": node.endpoint_create.core.rate_limit,
                 "endpoint_create_burst": node.endpoint_create.core.rate_burst,
                 "endpoint_create_parallel": node.endpoint_create.core.parallel_requests,
                 "endpoint_create_rejected": node.endpoint_create.core.rejected,
+                "endpoint_create_paced": node.endpoint_create.core.paced,
+                "endpoint_delete_parallel": node.endpoint_delete.core.parallel_requests,
             },
             advice=Advice(
                 burst=s.pods,
-                safe_burst=safe_burst(self.entries_at_start, s.walk_rate, s.deadline / s.time_scale, overhead),
-                max_entries_for_burst=max_entries_for_burst(s.pods, s.walk_rate, s.deadline / s.time_scale, overhead),
-                walk_seconds_for_burst=(s.deadline / s.time_scale - overhead) / s.pods,
+                safe_burst=safe_burst(walks, deadline, overhead),
+                max_entries_for_burst=max_entries_for_burst(walks, s.pods, deadline, overhead),
+                walk_seconds_for_burst=(deadline - overhead) / s.pods,
             ),
-            extra={"tcp_cohorts_at_end": tcp.cohorts},
+            extra={"tcp_cohorts_at_end": node.families[0].maps[0].cohorts},
         )
 
 

@@ -36,6 +36,7 @@ class Counters:
     add_ok: int = 0
     add_timeouts: int = 0
     add_429: int = 0
+    add_429_paced: int = 0
     add_cancelled_in_limiter: int = 0
     del_calls: int = 0
     del_404: int = 0

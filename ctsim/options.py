@@ -28,6 +28,18 @@ SCENARIO_FLAGS: dict[str, tuple[Any, Any]] = {
     "pods": (Annotated[str, _opt("Pods scheduled onto the node at once.")], "50"),
     "max_entries": (Annotated[Str, _opt("CT map capacity (default: the preset's).")], None),
     "expired_fraction": (Annotated[Str, _opt("Share of the t=0 entries already expired.")], None),
+    "ipv6_entries": (
+        Annotated[Str, _opt("Present IPv6 CT entries at t=0: makes the node dual-stack (IPv6 maps and lock).")],
+        None,
+    ),
+    "ipv6_max_entries": (Annotated[Str, _opt("IPv6 CT map capacity (default: sized like IPv4).")], None),
+    "agent_state": (
+        Annotated[
+            str,
+            _opt("warm: agent up for days (skip-initial spent, GC drifted); fresh: just (re)started."),
+        ],
+        "warm",
+    ),
     "rate": (Annotated[Str, _opt("Walk rate, entries/s (default: the profile's published rate).")], None),
     "churn": (Annotated[Str, _opt("New connections: 50000/min, or '50000/min for 8h, 500/min for 16h'.")], None),
     "conn_duration": (Annotated[Str, _opt("How long each connection stays open.")], None),
@@ -49,7 +61,10 @@ SCENARIO_FLAGS: dict[str, tuple[Any, Any]] = {
     "horizon": (Annotated[Str, _opt("How much node time to simulate (1h).")], None),
     "seed": (Annotated[int, _opt("Random seed: same seed, same result.")], 1),
     "preset": (Annotated[Str, _opt("analytics (the incident, default) or standard.")], None),
-    "profile": (Annotated[str, _opt("cilium-1.16 (per-entry walk) or cilium-1.17 (batched).")], "cilium-1.16"),
+    "profile": (
+        Annotated[str, _opt("cilium-1.16, cilium-1.17 (per-entry walks) or cilium-1.18 (batched).")],
+        "cilium-1.16",
+    ),
     "calibration": (Annotated[Str, _opt("Walk rates from `ctsim calibrate --output FILE`.")], None),
 }
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from ctsim.gc import CONNTRACK_GC_MAX_LRU_INTERVAL
 from ctsim.model import Model, simulate
-from ctsim.projection import max_entries_for_burst, safe_burst, walk_seconds
+from ctsim.projection import FamilyWalk, max_entries_for_burst, safe_burst
 from ctsim.result import COLLAPSE, DEGRADED, OK, Result
 from ctsim.scenario import Scenario, resolve
 from ctsim.sizing import CTMapSizes
@@ -128,14 +128,27 @@ def outcome(r: Result) -> dict[str, Any]:
     }
 
 
-def smallest_collapsing_burst(facts: Facts, state: SteadyState) -> int | None:
-    """Bisection over burst sizes: the first that leaves pods not Ready at the horizon."""
-    lo, hi = 0, MAX_BURST_SEARCHED
-    if burst_at(facts, state, hi, horizon="1h").verdict != COLLAPSE:
-        return None
+def smallest_collapsing_burst(facts: Facts, state: SteadyState, start: int) -> int | None:
+    """The first burst that leaves pods not Ready at the horizon, searched upwards from ``start``.
+
+    Doubles from the projection's safe burst (collapses start just above it
+    on large tables), then bisects; each size is simulated once.
+    """
+    seen: dict[int, bool] = {}
+
+    def collapses(n: int) -> bool:
+        if n not in seen:
+            seen[n] = burst_at(facts, state, n, horizon="1h").verdict == COLLAPSE
+        return seen[n]
+
+    lo, hi = 0, max(1, min(start, MAX_BURST_SEARCHED))
+    while not collapses(hi):
+        if hi >= MAX_BURST_SEARCHED:
+            return None
+        lo, hi = hi, min(2 * hi, MAX_BURST_SEARCHED)
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        if burst_at(facts, state, mid, horizon="1h").verdict == COLLAPSE:
+        if collapses(mid):
             hi = mid
         else:
             lo = mid
@@ -148,9 +161,10 @@ def plan(facts: Facts) -> dict[str, Any]:
     overhead = base.regeneration_seconds
     adaptive = steady_state(facts, "auto")
     fixed = steady_state(facts, "60s")
-    walk = walk_seconds(adaptive.peak_entries, base.walk_rate)
+    peak = [FamilyWalk("ipv4", (adaptive.peak_entries,), base.walk_rate)]
+    walk = peak[0].seconds
     at_peak = burst_at(facts, adaptive)
-    fits = safe_burst(adaptive.peak_entries, base.walk_rate, base.deadline, overhead)
+    fits = safe_burst(peak, base.deadline, overhead)
 
     recommendations = []
     fixed_burst = burst_at(facts, fixed)
@@ -162,7 +176,7 @@ def plan(facts: Facts) -> dict[str, Any]:
             "outcome": outcome(fixed_burst),
         }
     )
-    cap = max_entries_for_burst(burst, base.walk_rate, base.deadline, overhead)
+    cap = max_entries_for_burst(peak, burst, base.deadline, overhead)
     if cap < base.max_entries:
         capped = steady_state(facts, "auto", max_entries=str(cap))
         capped_burst = burst_at(facts, capped, max_entries=str(cap))
@@ -174,12 +188,12 @@ def plan(facts: Facts) -> dict[str, Any]:
                 "outcome": outcome(capped_burst),
             }
         )
-    if base.profile == "cilium-1.16":
-        batched = burst_at(facts, adaptive, profile="cilium-1.17")
+    if base.profile in ("cilium-1.16", "cilium-1.17"):
+        batched = burst_at(facts, adaptive, profile="cilium-1.18")
         recommendations.append(
             {
-                "action": "upgrade to a batched-walk release (Cilium >= 1.17)",
-                "flag": "--profile cilium-1.17",
+                "action": "upgrade to a batched-walk release (Cilium >= 1.18)",
+                "flag": "--profile cilium-1.18",
                 "peak_entries": adaptive.peak_entries,
                 "outcome": outcome(batched),
             }
@@ -187,12 +201,12 @@ def plan(facts: Facts) -> dict[str, Any]:
     for rec in recommendations:
         rec["helps"] = rec["outcome"]["verdict"] in (OK, DEGRADED)
 
-    collapse_burst = smallest_collapsing_burst(facts, adaptive)
+    collapse_burst = smallest_collapsing_burst(facts, adaptive, (fits or 0) + 1)
     return {
         "inputs": {**base.to_dict(), "drift_horizon": facts.drift_horizon},
         "max_entries": base.max_entries,
         "any_max_entries": base.any_max_entries,
-        "map_memory_bytes": CTMapSizes(base.max_entries, base.any_max_entries).memory_bytes,
+        "map_memory_bytes": CTMapSizes(base.max_entries, base.any_max_entries).memory_bytes(),
         "steady_state": {"adaptive": adaptive.to_dict(), "fixed_60s": fixed.to_dict()},
         "walk_seconds": walk,
         "safe_burst": fits,

@@ -15,10 +15,18 @@ def _s(value: float | None) -> str:
     return "—" if value is None else format_duration(value)
 
 
+def _agent_line(state: str) -> str:
+    if state == "fresh":
+        return "fresh: just (re)started, its first 4 creates skip the API limiter"
+    return "warm: up for days, the API limiter's skip-initial requests long spent"
+
+
 def _gc_line(r: Result) -> str:
     s = r.scenario
     if s.gc_interval:
         policy = f"fixed conntrack-gc-interval {format_duration(s.gc_interval)}"
+    elif s.gc_initial_interval == 0:
+        policy = "adaptive, no interval computed yet (the next one grows from 5m)"
     else:
         policy = f"adaptive, interval {format_duration(s.gc_initial_interval)}"
     first = "first pass now" if s.gc_first_pass == 0 else f"next pass in {format_duration(s.gc_first_pass)}"
@@ -34,8 +42,15 @@ def render(r: Result, console: Console | None = None) -> None:
     inputs.add_column(style="dim")
     inputs.add_column()
     inputs.add_row("preset / profile", f"{s.preset} / {s.profile} ({s.cores} cores)")
-    inputs.add_row("entries at t=0", f"{format_count(s.entries)}, {s.expired_fraction:.0%} expired")
-    inputs.add_row("map capacity", f"{format_count(s.max_entries)} ({s.max_entries_source})")
+    inputs.add_row("agent", _agent_line(s.agent_state))
+    entries = f"{format_count(s.entries)}"
+    if s.ipv6_entries is not None:
+        entries = f"IPv4 {entries} + IPv6 {format_count(s.ipv6_entries)} (dual stack)"
+    inputs.add_row("entries at t=0", f"{entries}, {s.expired_fraction:.0%} expired")
+    capacity = f"{format_count(s.max_entries)} + non-TCP {format_count(s.any_max_entries)}"
+    if s.ipv6_entries is not None:
+        capacity += f" per family (IPv6 TCP {format_count(s.ipv6_max_entries)})"
+    inputs.add_row("map capacity", f"TCP {capacity} ({s.max_entries_source})")
     inputs.add_row("walk rate", f"{s.walk_rate:,.0f} entries/s — {s.rate_source}")
     inputs.add_row("churn", f"{s.churn.describe()} new connections, each open {format_duration(s.conn_seconds)}")
     inputs.add_row("GC", _gc_line(r))
@@ -46,9 +61,12 @@ def render(r: Result, console: Console | None = None) -> None:
         console.print(f"[dim]note: {note}[/dim]")
     console.print()
 
+    per_family = ""
+    if len(r.walks) > 1:
+        per_family = "; " + ", then ".join(f"{w.family} {w.seconds:.1f} s" for w in r.walks)
     console.print(
-        f"One full scrub walk at t=0: [bold]{r.walk_seconds:.1f} s[/bold] "
-        f"({r.entries_at_start:,} entries / {s.walk_rate:,.0f} entries/s)"
+        f"One full scrub at t=0: [bold]{r.walk_seconds:.1f} s[/bold] "
+        f"({r.entries_at_start:,} entries / {s.walk_rate:,.0f} entries/s{per_family})"
     )
     lat = r.ready_latencies
     console.print(
@@ -57,13 +75,19 @@ def render(r: Result, console: Console | None = None) -> None:
         f"{pods['pending']} pending); time to Ready p50 {_s(percentile(lat, 0.5))}, "
         f"p90 {_s(percentile(lat, 0.9))}, p99 {_s(percentile(lat, 0.99))}, max {_s(max(lat) if lat else None)}"
     )
+    retry = pods["retry_interval_s"]
+    retries = "" if retry["p50"] is None else f"; retried every {_s(retry['p50'])} (p50), p90 {_s(retry['p90'])}"
     console.print(
         f"CNI ADD: {c.add_attempts:,} attempts, {c.add_ok:,} ok, "
         f"[bold]{c.add_timeouts:,}[/bold] timed out at {format_duration(s.deadline)}, "
-        f"[bold]{c.add_429:,}[/bold] got HTTP 429; DEL: {c.del_calls:,} calls, {c.del_timeouts:,} timed out"
+        f"[bold]{c.add_429:,}[/bold] got HTTP 429 ({c.add_429_paced:,} after a paced sleep){retries}; "
+        f"DEL: {c.del_calls:,} calls, {c.del_timeouts:,} timed out"
+    )
+    busy = ", ".join(
+        f"{f.name} max queue {f.lock_max_queue}, held {format_duration(f.lock_held_seconds)}" for f in r.families
     )
     console.print(
-        f"Lock (ipv4): max queue {r.lock_max_queue}, held {format_duration(r.lock_held_seconds)} "
+        f"Locks: {busy} of {format_duration(s.horizon)} "
         f"({c.create_scrubs + c.delete_scrubs:,} scrubs, {len(r.gc.passes)} GC passes); "
         f"[bold]{c.orphaned_walks}[/bold] walks ran for callers that had given up: "
         f"{format_duration(c.orphaned_walk_seconds)} of orphaned walk time"
@@ -89,12 +113,16 @@ def render(r: Result, console: Console | None = None) -> None:
             "while attempts keep failing: the node does not recover"
         )
     else:
-        why = "pods still waiting at the horizon; run longer (--horizon)"
+        waiting = pods["pending"]
+        why = (
+            f"the horizon ({format_duration(s.horizon)}) ended before {waiting} pod(s) saw their first attempt end; "
+            "run longer (--horizon)"
+        )
     console.print(f"Verdict: [{style}]{r.verdict.upper()}[/{style}] — {why}")
 
     a = r.advice
     fits = "any burst" if a.safe_burst is None else f"at most {a.safe_burst} pod(s)"
-    if a.max_entries_for_burst >= s.max_entries + s.any_max_entries:
+    if a.max_entries_for_burst >= sum(f.max_entries + f.any_max_entries for f in r.families):
         keep = f"any table these maps can hold fits {a.burst} pods' scrubs"
     else:
         keep = (
@@ -103,7 +131,7 @@ def render(r: Result, console: Console | None = None) -> None:
         )
     console.print(
         f"Advice: this table fits {fits} within {format_duration(s.deadline)} "
-        f"(scrubs of {r.walk_seconds:.1f} s queue on one lock); {keep}."
+        f"(scrubs of {r.walk_seconds:.1f} s queue on the CT lock); {keep}."
     )
 
 

@@ -9,6 +9,7 @@ from typing import Any
 from ctsim.gc import GCHistory
 from ctsim.kubelet import Pod
 from ctsim.node import Counters
+from ctsim.projection import FamilyWalk, scrub_seconds
 from ctsim.scenario import Scenario
 
 OK, DEGRADED, COLLAPSE, UNFINISHED = "ok", "degraded", "collapse", "unfinished"
@@ -25,11 +26,36 @@ def percentile(values: list[float], q: float) -> float | None:
 
 
 def verdict(pods: list[Pod]) -> str:
+    """ok / degraded when every pod is Ready; unfinished while some pod's first attempt has not ended."""
     if all(p.ready for p in pods):
         return OK if all(p.attempts == 1 for p in pods) else DEGRADED
-    if any(p.failures for p in pods if not p.ready):
-        return COLLAPSE
-    return UNFINISHED
+    if any(not p.ready and not p.failures for p in pods):
+        return UNFINISHED
+    return COLLAPSE
+
+
+def _spread(values: list[float]) -> dict[str, float | None]:
+    return {
+        "p50": percentile(values, 0.50),
+        "p90": percentile(values, 0.90),
+        "max": max(values) if values else None,
+    }
+
+
+@dataclass
+class FamilyResult:
+    """One address family's maps and lock over the run."""
+
+    name: str
+    max_entries: int
+    any_max_entries: int
+    entries_at_start: int
+    entries_at_end: int
+    expired_at_end: int
+    live_evicted: int
+    lock_max_queue: int
+    lock_max_holders: int
+    lock_held_seconds: float
 
 
 @dataclass
@@ -44,21 +70,53 @@ class Advice:
 class Result:
     scenario: Scenario
     verdict: str
-    walk_seconds: float
+    families: list[FamilyResult]
+    walks: list[FamilyWalk]  # each family's walk at t=0
     pods: list[Pod]
     counters: Counters
     gc: GCHistory
-    lock_max_queue: int
-    lock_max_holders: int
-    lock_held_seconds: float
-    entries_at_start: int
-    entries_at_end: int
-    expired_at_end: int
-    live_evicted: int
     limiter_end: dict[str, float]
     advice: Advice
     events: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def walk_seconds(self) -> float:
+        """One full scrub at t=0: every family's maps."""
+        return scrub_seconds(self.walks)
+
+    @property
+    def entries_at_start(self) -> int:
+        return sum(f.entries_at_start for f in self.families)
+
+    @property
+    def entries_at_end(self) -> int:
+        return sum(f.entries_at_end for f in self.families)
+
+    @property
+    def expired_at_end(self) -> int:
+        return sum(f.expired_at_end for f in self.families)
+
+    @property
+    def live_evicted(self) -> int:
+        return sum(f.live_evicted for f in self.families)
+
+    @property
+    def lock_max_queue(self) -> int:
+        return max(f.lock_max_queue for f in self.families)
+
+    @property
+    def lock_max_holders(self) -> int:
+        return max(f.lock_max_holders for f in self.families)
+
+    @property
+    def lock_held_seconds(self) -> float:
+        """The busiest family lock's time held."""
+        return max(f.lock_held_seconds for f in self.families)
+
+    @property
+    def retry_intervals(self) -> list[float]:
+        return [dt for p in self.pods for dt in p.retry_intervals]
 
     @property
     def ready_latencies(self) -> list[float]:
@@ -91,6 +149,7 @@ class Result:
                     "p99": percentile(lat, 0.99),
                     "max": max(lat) if lat else None,
                 },
+                "retry_interval_s": _spread(self.retry_intervals),
                 "recovered_at_s": self.recovered_at,
             },
             "cni": {
@@ -98,6 +157,7 @@ class Result:
                 "add_ok": c.add_ok,
                 "add_timeouts": c.add_timeouts,
                 "add_429": c.add_429,
+                "add_429_paced": c.add_429_paced,
                 "add_gave_up_in_limiter": c.add_cancelled_in_limiter,
                 "del_calls": c.del_calls,
                 "del_404": c.del_404,
@@ -127,6 +187,23 @@ class Result:
                 "entries_at_end": self.entries_at_end,
                 "expired_at_end": self.expired_at_end,
                 "live_evicted": self.live_evicted,
+            },
+            "families": {
+                f.name: {
+                    "walk_seconds": w.seconds,
+                    "max_entries": f.max_entries,
+                    "any_max_entries": f.any_max_entries,
+                    "entries_at_start": f.entries_at_start,
+                    "entries_at_end": f.entries_at_end,
+                    "expired_at_end": f.expired_at_end,
+                    "live_evicted": f.live_evicted,
+                    "lock": {
+                        "max_queue": f.lock_max_queue,
+                        "max_holders": f.lock_max_holders,
+                        "held_seconds": f.lock_held_seconds,
+                    },
+                }
+                for f, w in zip(self.families, self.walks, strict=True)
             },
             "limiter": self.limiter_end,
             "advice": {

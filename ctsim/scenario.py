@@ -27,6 +27,7 @@ DEFAULT_HORIZON = 3600.0
 DEFAULT_REGENERATION = 2.0  # seconds to compile and load an endpoint's programs
 DEFAULT_CONN_SECONDS = 30.0
 DRIFTED_NEXT_PASS = 6 * 3600.0  # incident state: the last 12 h pass was 6 h ago
+AGENT_STATES = ("warm", "fresh")
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,10 @@ class Scenario:
     max_entries: int
     max_entries_source: str
     any_max_entries: int
+    agent_state: str  # warm: up for days (skip-initial spent); fresh: just started
+    ipv6_entries: int | None  # None: IPv4 only; else the node is dual-stack
+    ipv6_max_entries: int
+    ipv6_any_max_entries: int
     expired_fraction: float
     pods: int
     walk_rate: float
@@ -46,7 +51,7 @@ class Scenario:
     conn_seconds: float
     deadline: float
     gc_interval: float  # conntrack-gc-interval; 0 = adaptive
-    gc_initial_interval: float
+    gc_initial_interval: float  # cachedGCInterval at t=0; 0 = a fresh agent's (next interval from 5m)
     gc_first_pass: float
     gc_max_interval: float
     regeneration_seconds: float
@@ -85,6 +90,9 @@ def resolve(
     entries: str | None = None,
     max_entries: str | None = None,
     expired_fraction: str | None = None,
+    agent_state: str = "warm",
+    ipv6_entries: str | None = None,
+    ipv6_max_entries: str | None = None,
     pods: str = "50",
     rate: str | None = None,
     churn: str | None = None,
@@ -142,6 +150,29 @@ def resolve(
         tcp_max = n_entries
         source += ", raised to --entries"
 
+    v6_entries = parse_count(ipv6_entries, "--ipv6-entries") if ipv6_entries is not None else None
+    v6_tcp_max, v6_any_max = tcp_max, any_max  # Cilium sizes both families' maps alike
+    if ipv6_max_entries is not None:
+        v6_tcp_max = parse_count(ipv6_max_entries, "--ipv6-max-entries", minimum=1)
+        if v6_entries is None:
+            raise InputError("--ipv6-max-entries: give --ipv6-entries too (it makes the node dual-stack)")
+        if v6_tcp_max > LIMIT_TABLE_MAX:
+            raise InputError(
+                f"--ipv6-max-entries: {v6_tcp_max:,} exceeds Cilium's limit of {LIMIT_TABLE_MAX:,} (LimitTableMax)"
+            )
+    if v6_entries is not None and v6_entries > v6_tcp_max:
+        if ipv6_max_entries is not None:
+            raise InputError(
+                f"--ipv6-entries: {v6_entries:,} entries do not fit a map of {v6_tcp_max:,} (--ipv6-max-entries)"
+            )
+        if v6_entries > LIMIT_TABLE_MAX:
+            raise InputError(
+                f"--ipv6-entries: {v6_entries:,} exceeds Cilium's CT map limit of {LIMIT_TABLE_MAX:,} (LimitTableMax)"
+            )
+        v6_tcp_max = v6_entries  # as for IPv4: the map is at least as large as what it holds
+    if agent_state not in AGENT_STATES:
+        raise InputError(f"--agent-state: must be warm or fresh, got {agent_state!r}")
+
     if expired_fraction is not None:
         expired = parse_float(expired_fraction, "--expired-fraction", low=0.0, high=1.0)
     else:
@@ -170,15 +201,19 @@ def resolve(
     )
     max_interval = parse_duration(gc_max_interval, "--gc-max-interval") if gc_max_interval else 0.0
 
-    # GC state at t=0. A fixed interval or an initial interval means the agent
-    # (re)started with that configuration: its first pass runs now. Otherwise
-    # the node is in the incident's state: drifted to the 12 h cap, mid-cycle.
+    # GC state at t=0 (GetInterval's cachedGCInterval, and when the next pass
+    # runs). A fresh agent has no cached interval and runs its first pass now;
+    # so does an agent given a fixed or an initial interval. Otherwise a warm
+    # agent is in the incident's state: drifted to the 12 h cap, mid-cycle.
     fixed = 0.0 if gc_interval.strip() == "auto" else parse_duration(gc_interval, "--gc-interval")
     if gc_initial_interval is not None:
         initial = parse_duration(gc_initial_interval, "--gc-initial-interval")
         first_pass = 0.0
     elif fixed:
         initial, first_pass = fixed, 0.0
+    elif agent_state == "fresh":
+        initial, first_pass = 0.0, 0.0
+        notes.append("fresh agent: 4 requests skip the API limiter; GC runs now, next interval from 5m")
     else:
         initial, first_pass = CONNTRACK_GC_MAX_LRU_INTERVAL, DRIFTED_NEXT_PASS
         notes.append(
@@ -198,6 +233,10 @@ def resolve(
         max_entries=tcp_max,
         max_entries_source=source,
         any_max_entries=any_max,
+        agent_state=agent_state,
+        ipv6_entries=v6_entries,
+        ipv6_max_entries=v6_tcp_max,
+        ipv6_any_max_entries=v6_any_max,
         expired_fraction=expired,
         pods=n_pods,
         walk_rate=walk_rate,

@@ -1,8 +1,10 @@
-"""A full walk of one family's CT maps under its lock: the cost every caller pays.
+"""A full walk of one family's CT maps: the cost every caller pays, one map at a time.
 
-Periodic GC passes and pod scrubs run the same loop (spec §3, §5): two
-syscalls per present entry, one more per entry deleted. Only GC deletes
-expired entries; a scrub deletes only its pod's (none, for a new IP).
+Periodic GC passes and pod scrubs run the same loop (``doGC4``/``doGC6``):
+two syscalls per present entry, one more per entry deleted. Each map is
+walked under the family's lock, taken for that map alone and released before
+the next, so a waiter can get in between the TCP and the non-TCP map. Only GC
+deletes expired entries; a scrub deletes only its pod's (none, for a new IP).
 """
 
 from __future__ import annotations
@@ -24,30 +26,35 @@ def walk(
 ) -> Generator[simpy.Event, object, tuple[int, int, float]]:
     """Returns (entries walked, entries deleted, max delete ratio over the maps).
 
+    The ratio is deleted entries over the map's *capacity* (``runGC``).
     ``caller_deadline`` is when whoever asked for the walk stopped waiting;
     walk time after it is counted as orphaned.
     """
-    env = node.env
-    with family.lock.request() as req:
-        yield req
-        start = env.now
-        walked = family.present
-        expired = [m.expired(start) for m in family.maps] if collect_garbage else []
-        duration = walk_seconds(walked, node.walk_rate, sum(expired), node.delete_seconds)
-        yield env.timeout(duration)
-        family.lock.record_hold(duration)
-        ratio, deleted = 0.0, 0
-        if collect_garbage:
-            for ctmap in family.maps:
+    env, lock, c = node.env, family.lock, node.counters
+    walked = deleted = 0
+    ratio = orphaned = 0.0
+    for ctmap in family.maps:
+        with lock.request() as req:
+            yield req
+            start = env.now
+            present = ctmap.present
+            expired = ctmap.expired(start) if collect_garbage else 0
+            duration = walk_seconds(present, node.walk_rate, expired, node.delete_seconds)
+            if duration > 0:
+                yield env.timeout(duration)
+            lock.record_hold(duration)
+            walked += present
+            if collect_garbage:
                 n = ctmap.delete_expired(start)
                 deleted += n
                 ratio = max(ratio, n / ctmap.max_entries)
-    c = node.counters
-    if collect_garbage:
-        c.gc_seconds += duration
-    else:
-        c.scrub_seconds += duration
-    if caller_deadline is not None and env.now > caller_deadline:
+        if collect_garbage:
+            c.gc_seconds += duration
+        else:
+            c.scrub_seconds += duration
+        if caller_deadline is not None and env.now > caller_deadline:
+            orphaned += env.now - max(start, caller_deadline)
+    if orphaned > 0:
         c.orphaned_walks += 1
-        c.orphaned_walk_seconds += env.now - max(start, caller_deadline)
+        c.orphaned_walk_seconds += orphaned
     return walked, deleted, ratio

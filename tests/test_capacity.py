@@ -96,7 +96,7 @@ def test_plan_answers_with_simulated_recommendations() -> None:
     assert d["burst_at_peak"]["verdict"] == "collapse"
     assert d["steady_state"]["fixed_60s"]["peak_entries"] < d["steady_state"]["adaptive"]["peak_entries"] / 10
     actions = {r["flag"]: r for r in d["recommendations"]}
-    assert set(actions) == {"--gc-interval 60s", "--max-entries 374880", "--profile cilium-1.17"}
+    assert set(actions) == {"--gc-interval 60s", "--max-entries 374880", "--profile cilium-1.18"}
     for rec in d["recommendations"]:
         assert rec["outcome"]["verdict"] in ("ok", "degraded", "collapse", "unfinished")
         assert rec["helps"] == (rec["outcome"]["verdict"] in ("ok", "degraded"))

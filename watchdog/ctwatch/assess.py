@@ -3,7 +3,11 @@
 Entries come from the cheapest source that answered (Cilium's own pressure
 metric, else our batched count); the walk rate from our bounded sample, else
 a calibration file, else the configured fallback. The projection itself is
-``ctsim.projection``: ctwatch and ``ctsim run`` cannot disagree.
+``ctsim.projection``: ctwatch and ``ctsim run`` cannot disagree. A scrub walks
+every family's maps, so on a dual-stack node the burst figures (burst
+seconds, deadline ratio, safe burst, level) are the node's, computed from both
+families' walks, and each family's series carries them; walk seconds are the
+family's own.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import math
 from collections import deque
 from dataclasses import dataclass, field
 
-from ctsim.projection import burst_seconds, max_entries_for_burst, safe_burst, walk_seconds
+from ctsim.projection import FamilyWalk, burst_seconds, max_entries_for_burst, safe_burst
 from ctsim.scenario import DEFAULT_REGENERATION
 from ctwatch.readings import CT_MAPS, MapReading, SourceResult
 
@@ -52,20 +56,21 @@ class Assessor:
     _history: dict[str, deque[tuple[float, int]]] = field(default_factory=dict)
 
     def assess(self, now: float, results: dict[str, SourceResult]) -> list[FamilyAssessment]:
-        out = []
+        counted = []
         for family, names in CT_MAPS.items():
-            picked = self._entries(family, names, results)
+            picked = self._entries(names, results)
             if picked is None:
                 continue
-            entries, max_entries, source = picked
+            counts, max_entries, source = picked
             rate, rate_source = self._rate(family, results)
-            out.append(self._project(now, family, entries, max_entries, source, rate, rate_source))
-        return out
+            counted.append((FamilyWalk(family, counts, rate), max_entries, source, rate_source))
+        walks = [walk for walk, *_ in counted]
+        return [self._project(now, walks, walk, *rest) for walk, *rest in counted]
 
     def _entries(
-        self, family: str, names: tuple[str, ...], results: dict[str, SourceResult]
-    ) -> tuple[int, int, str] | None:
-        """Cilium's pressure x our capacity if every map has it, else our count."""
+        self, names: tuple[str, ...], results: dict[str, SourceResult]
+    ) -> tuple[tuple[int, ...], int, str] | None:
+        """Per map: Cilium's pressure x our capacity where it has it, else our count."""
         bpf = results.get("bpf")
         by_map: dict[str, MapReading] = {r.map: r for r in bpf.readings} if bpf and bpf.up else {}
         metrics = results.get("cilium_metrics")
@@ -79,7 +84,7 @@ class Assessor:
         if any(c is None for c in counts.values()):
             return None
         source = "cilium_metrics" if all(n in pressure for n in present) else "bpf"
-        return sum(c for c in counts.values() if c is not None), max_entries, source
+        return tuple([c for c in counts.values() if c is not None]), max_entries, source
 
     def _rate(self, family: str, results: dict[str, SourceResult]) -> tuple[float, str]:
         bpf = results.get("bpf")
@@ -88,28 +93,37 @@ class Assessor:
         return self.fallback_rate, self.fallback_rate_source
 
     def _project(
-        self, now: float, family: str, entries: int, max_entries: int, source: str, rate: float, rate_source: str
+        self,
+        now: float,
+        walks: list[FamilyWalk],
+        walk: FamilyWalk,
+        max_entries: int,
+        source: str,
+        rate_source: str,
     ) -> FamilyAssessment:
         t = self.thresholds
         overhead = DEFAULT_REGENERATION
-        walk = walk_seconds(entries, rate)
-        burst = burst_seconds(entries, rate, t.burst) + overhead
+        burst = burst_seconds(walks, t.burst) + overhead
         ratio = burst / t.deadline_s
-        fits = safe_burst(entries, rate, t.deadline_s, overhead)
+        fits = safe_burst(walks, t.deadline_s, overhead)
         level = 2 if ratio >= t.critical_ratio else 1 if ratio >= t.warning_ratio else 0
-        history = self._history.setdefault(family, deque(maxlen=256))
+        entries = round(walk.entries)
+        history = self._history.setdefault(walk.family, deque(maxlen=256))
         history.append((now, entries))
         while history and now - history[0][0] > GROWTH_WINDOW_S:
             history.popleft()
-        limit = max_entries_for_burst(t.burst, rate, t.deadline_s, overhead)
+        # This family's share of the node-wide table limit at which the burst still fits.
+        total = sum(w.entries for w in walks)
+        node_limit = max_entries_for_burst(walks, t.burst, t.deadline_s, overhead)
+        limit = round(node_limit * walk.entries / total) if total > 0 else node_limit
         return FamilyAssessment(
-            family=family,
+            family=walk.family,
             entries=entries,
             max_entries=max_entries,
             entries_source=source,
-            rate=rate,
+            rate=walk.rate,
             rate_source=rate_source,
-            walk_seconds=walk,
+            walk_seconds=walk.seconds,
             burst_seconds=burst,
             deadline_ratio=ratio,
             safe_burst=math.inf if fits is None else float(fits),
