@@ -234,7 +234,7 @@ class BPFMap:
             n += 1
             yield nxt.raw
 
-    # Batches: Cilium 1.17's walk, and how we fill maps quickly.
+    # Batches: Cilium 1.18's walk, and how we fill maps quickly.
     def lookup_batch(self, batch_size: int = 4096) -> Iterator[int]:
         """``BPF_MAP_LOOKUP_BATCH`` over the whole map; yields each batch's count.
 
@@ -266,7 +266,7 @@ class BPFMap:
             first = False
 
     def count(self, batch_size: int = 4096) -> int:
-        """Entries present, by batched lookup: the cheap way to count (spec §7)."""
+        """Entries present, by batched lookup: the cheap way to count."""
         return sum(self.lookup_batch(batch_size))
 
     def update_batch(self, keys: bytes, values: bytes, count: int) -> int:

@@ -2,7 +2,7 @@
 
 JSON, documented in docs/calibration.md. ``ctsim run --calibration FILE``
 takes the per-entry walk rate for the cilium-1.16 profile, the batched rate
-for cilium-1.17, and the measured cost of one delete.
+for cilium-1.18, and the measured cost of one delete.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Each connection holds a live entry while open; after it closes the entry lives
 on for the TCP close timeout (``bpf-ct-timeout-regular-tcp-fin``, 10 s) and is
 then *expired*: it stays in the map until a GC pass deletes it or LRU evicts
-it (spec §2). Arrivals are batched into one cohort per tick.
+it (``bpf-ct-timeout-*`` defaults). Arrivals are batched into one cohort per tick.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from ctsim.ctmap import CTMap
 from ctsim.errors import InputError
 from ctsim.quantity import format_duration, format_rate, parse_duration, parse_rate
 
-CT_TIMEOUT_TCP_FIN = 10.0  # seconds; spec §2
+CT_TIMEOUT_TCP_FIN = 10.0  # seconds; bpf-ct-timeout-regular-tcp-fin
 TICK_SECONDS = 60.0
 
 

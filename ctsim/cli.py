@@ -152,7 +152,9 @@ def plan(
     map_ratio: Annotated[str, typer.Option(help="bpf-map-dynamic-size-ratio.")] = "0.0025",
     max_entries: Annotated[Str, typer.Option(help="bpf-ct-global-tcp-max, if set (overrides sizing).")] = None,
     cores: Annotated[str, typer.Option(help="Node cores.")] = "16",
-    profile: Annotated[str, typer.Option(help="cilium-1.16 or cilium-1.17.")] = "cilium-1.16",
+    profile: Annotated[
+        str, typer.Option(help="cilium-1.16, cilium-1.17 (per-entry walks) or cilium-1.18 (batched).")
+    ] = "cilium-1.16",
     churn: Annotated[str, typer.Option(help="New connections: 30/s, 50000/min, or a schedule.")] = "30/s",
     conn_duration: Annotated[Str, typer.Option(help="How long each connection stays open.")] = None,
     burst: Annotated[str, typer.Option(help="The largest pod burst to tolerate.")] = "50",

@@ -3,7 +3,7 @@
 cilium-cni's API client gives up after 90 s (``ClientTimeout``), limiter wait
 included. When ADD fails, containerd's deferred teardown calls DEL with a fresh
 60 s timeout (``sandbox_run.go``); a DEL that times out leaves the sandbox for
-a later kubelet sync to tear down (spec §6).
+a later kubelet sync to tear down.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Sources: ``pkg/endpoint/bpf.go`` (``scrubIPsInConntrackTable``),
 ``daemon/cmd/endpoint.go`` (``createEndpoint``, ``errorDuringCreation``);
-spec §5, §6. The handler keeps working after the client gave up: it cannot
+v1.16.5. The handler keeps working after the client gave up: it cannot
 return before the create scrub releases the endpoint lock, and then runs a
 second full scrub to delete the half-made endpoint.
 """

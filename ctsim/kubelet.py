@@ -3,7 +3,7 @@
 Sandbox failures are retried after ``wait.Jitter(10s, 0.5)`` = 10–15 s with no
 exponential growth (``pod_workers.go``); each retry is a new sandbox and a new
 CNI ADD. A sandbox whose teardown timed out is torn down again first by the
-next sync (spec §6).
+next sync (``kuberuntime_manager.go`` ``SyncPod``).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The two nodes of the incident write-up, as starting points for a scenario.
 
-Source: the comparison table of ``../shared/seeds/001_*.txt`` (spec §1).
+Source: the comparison table of the incident write-up (docs/model.md, "The incident").
 Flags given on the command line override every field.
 """
 

@@ -126,7 +126,7 @@ def render(r: Result, console: Console | None = None) -> None:
         keep = f"any table these maps can hold fits {a.burst} pods' scrubs"
     else:
         keep = (
-            f"for {a.burst} pods to fit, keep the table ≤ {a.max_entries_for_burst:,} entries "
+            f"for {a.burst} pods' scrubs to fit, keep the table ≤ {a.max_entries_for_burst:,} entries "
             f"(walk ≤ {a.walk_seconds_for_burst:.2f} s), e.g. with --gc-interval 60s"
         )
     console.print(
@@ -154,7 +154,7 @@ def render_calibration(doc: dict, output: str | None, console: Console | None = 
     )
     for size, b in bpf["batch"].items():
         table.add_row(
-            f"LOOKUP_BATCH x{size} (1.17)", f"{b['median']:,.0f}", f"{b['spread']:.0%}", f"{b['median'] / 213_000:.2f}x"
+            f"LOOKUP_BATCH x{size} (1.18)", f"{b['median']:,.0f}", f"{b['spread']:.0%}", f"{b['median'] / 213_000:.2f}x"
         )
     console.print(table)
     console.print(
@@ -208,6 +208,11 @@ def render_emulation(report: dict, console: Console | None = None) -> None:
     def pct(x: float | None) -> str:
         return "—" if x is None else f"{x:.1%}"
 
+    if e["walks_overran"]:
+        console.print(
+            f"[bold red]{e['walks_overran']} real walk(s) outlasted their paced time[/bold red] "
+            f"(by up to {e['max_overrun_s'] * 1e3:.0f} ms): the machine was too busy for this emulation"
+        )
     console.print(
         f"Mismatched pods: [bold]{report['mismatched_pods']}[/bold] of {len(report['pods'])}; latency error "
         f"p50 {pct(err['p50'])}, p90 {pct(err['p90'])}, max {pct(err['max'])}"

@@ -216,9 +216,7 @@ def resolve(
         notes.append("fresh agent: 4 requests skip the API limiter; GC runs now, next interval from 5m")
     else:
         initial, first_pass = CONNTRACK_GC_MAX_LRU_INTERVAL, DRIFTED_NEXT_PASS
-        notes.append(
-            "GC starts drifted: interval 12h, next pass in 6h (use --gc-initial-interval 5m for a fresh agent)"
-        )
+        notes.append("GC starts drifted: interval 12h, next pass in 6h (--agent-state fresh: a just-started agent)")
     if fixed:
         initial = fixed
     if gc_next_pass is not None:

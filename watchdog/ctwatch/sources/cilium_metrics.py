@@ -2,7 +2,7 @@
 
 ``cilium_bpf_map_pressure{map_name="ct4_global"}`` is count/max, refreshed by
 the agent every 30 s by a batched count: with the map's capacity it gives the
-entry count for free. The GC interval metric exists from 1.17 on.
+entry count for free. The GC interval metric exists from 1.18 on (v1.18.0-pre.1).
 """
 
 from __future__ import annotations
