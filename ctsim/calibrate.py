@@ -72,6 +72,12 @@ def new_ct_map(entries: int, key_size: int, progress: Progress | None = None, ta
     return m
 
 
+# Largest map calibrate makes: Cilium's LimitTableMax (and what max_entries, a
+# u32, can hold on any kernel without the kernel refusing the allocation).
+MAX_ENTRIES = 1 << 24
+MAX_NF_ENTRIES = 1_000_000  # entries added to a throwaway namespace's nf_conntrack
+
+
 def _timed(fn: Callable[[], int]) -> tuple[int, float]:
     """``fn()``'s result and the CPU time (user + system) of this thread spent in it.
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from ctsim.errors import InputError
+from ctsim.files import read_text, write_atomic
 
 FORMAT = "ctsim-calibration/1"
 
@@ -34,36 +34,44 @@ class Calibration:
         return f"calibrated ({kind}): {self.path}, measured {self.measured_at} on kernel {self.kernel}"
 
 
-def load(path: str) -> Calibration:
+# What a measured rate or cost can be on any machine; outside, the file is wrong.
+BOUNDS = {
+    "per_entry_entries_per_s": (1.0, 1e9),
+    "batch_entries_per_s": (1.0, 1e10),
+    "delete_seconds_per_entry": (1e-10, 1.0),
+}
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number")
+
+
+def load(path: str, flag: str = "--calibration") -> Calibration:
     """Reads and checks a calibration file; every problem is one InputError line."""
+    text = read_text(path, flag)
     try:
-        doc: Any = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise InputError(f"--calibration: no such file: {path}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"--calibration: cannot read {path}: {exc}") from None
+        doc: Any = json.loads(text, parse_constant=_refuse_constant)
     except json.JSONDecodeError as exc:
-        raise InputError(f"--calibration: {path} is not JSON ({exc.msg}, line {exc.lineno})") from None
+        raise InputError(f"{flag}: {path} is not JSON ({exc.msg}, line {exc.lineno})") from None
+    except (ValueError, RecursionError) as exc:  # Infinity/NaN, 5000-digit integers, deep nesting
+        raise InputError(f"{flag}: {path} is not a calibration file ({str(exc)[:80] or 'too deeply nested'})") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        raise InputError(f"--calibration: {path} is not a {FORMAT} file (run `ctsim calibrate --output FILE`)")
+        raise InputError(f"{flag}: {path} is not a {FORMAT} file (run `ctsim calibrate --output FILE`)")
     values = {}
-    for key in ("per_entry_entries_per_s", "batch_entries_per_s", "delete_seconds_per_entry"):
+    for key, (low, high) in BOUNDS.items():
         value = doc.get(key)
-        if not isinstance(value, int | float) or isinstance(value, bool) or not value > 0:
-            raise InputError(f"--calibration: {path}: {key} must be a positive number, got {value!r}")
+        if not isinstance(value, int | float) or isinstance(value, bool) or not low <= value <= high:
+            raise InputError(f"{flag}: {path}: {key} must be a number from {low:g} to {high:g}, got {value!r}")
         values[key] = float(value)
     host = doc.get("host") if isinstance(doc.get("host"), dict) else {}
     return Calibration(
         path=path,
-        measured_at=str(doc.get("measured_at", "?")),
-        kernel=str(host.get("kernel", "?")),
+        measured_at=str(doc.get("measured_at", "?"))[:40],
+        kernel=str(host.get("kernel", "?"))[:80],
         **values,
     )
 
 
 def dump(doc: dict[str, Any], path: str) -> None:
     """Writes the file atomically (a reader never sees half of it)."""
-    target = Path(path)
-    tmp = target.with_name(f".{target.name}.tmp")
-    tmp.write_text(json.dumps({"format": FORMAT, **doc}, indent=2) + "\n")
-    tmp.replace(target)
+    write_atomic(path, json.dumps({"format": FORMAT, **doc}, indent=2) + "\n")

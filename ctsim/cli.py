@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 
 from ctsim.errors import InputError, run_cli
+from ctsim.files import check_writable, write_atomic
 from ctsim.options import Str, scenario_options
 from ctsim.scenario import Scenario
 
@@ -38,8 +39,10 @@ def run(
     """Simulate a burst of pods on a node whose CT maps hold ENTRIES entries."""
     from ctsim.model import Model
 
+    if plot is not None:
+        _check_plot(plot, "--plot")
     model = Model(scenario, trace_every=scenario.horizon / 600 if plot else None)
-    result = model.run()
+    result = _with_progress(lambda progress: model.run(progress=progress)) if _long(scenario) else model.run()
     if plot:
         from ctsim.plots import drift_of
 
@@ -57,7 +60,7 @@ def run(
 def emulate(
     scenario: Scenario,
     time_scale: Annotated[
-        float, typer.Option(min=1.0, help="Run this many times faster than the node's clock.")
+        float, typer.Option(min=1.0, max=1000.0, help="Run this many times faster than the node's clock (1-1000).")
     ] = 30.0,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
 ) -> None:
@@ -65,6 +68,7 @@ def emulate(
     from ctsim import calibrate as cal
     from ctsim import emulate as em
 
+    em.check(scenario, time_scale)
     cal.probe()
     if scenario.calibration is not None:
         from ctsim.calibration import load
@@ -101,9 +105,12 @@ def sweep(
     scenario: Scenario,
     grid: Annotated[list[str] | None, typer.Option(help="An axis: NAME=V1,V2,... (repeat for more axes).")] = None,
     grid_file: Annotated[Str, typer.Option(help="TOML with [base] flags and [grid] axes.")] = None,
-    processes: Annotated[int, typer.Option(min=0, help="Worker processes (0: one per core).")] = 0,
-    csv_path: Annotated[Str, typer.Option("--csv", help="Write the rows as CSV.")] = None,
-    json_path: Annotated[Str, typer.Option("--json", help="Write the rows, base and grid as JSON.")] = None,
+    processes: Annotated[int, typer.Option(min=0, max=256, help="Worker processes (0: one per core).")] = 0,
+    csv_path: Annotated[Str, typer.Option("--csv", help="Write the rows as CSV to this file.")] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the rows, base and grid as one JSON document.")
+    ] = False,
+    output: Annotated[Str, typer.Option("--output", "-o", help="Write that JSON document to this file.")] = None,
     heatmap: Annotated[Str, typer.Option(help="Draw a heatmap PNG of --value over --x and --y.")] = None,
     x: Annotated[str, typer.Option(help="Heatmap x axis (a grid axis).")] = "entries",
     y: Annotated[str, typer.Option(help="Heatmap y axis (a grid axis).")] = "pods",
@@ -124,8 +131,15 @@ def sweep(
         raise InputError("sweep: give at least one --grid NAME=V1,V2,... or a --grid-file")
     if heatmap and (x not in axes or y not in axes):
         raise InputError(f"--heatmap: --x {x!r} and --y {y!r} must both be grid axes ({', '.join(axes)})")
-    if heatmap and value not in sw.OUTPUTS:
-        raise InputError(f"--value: {value!r} is not a row output ({', '.join(sw.OUTPUTS)})")
+    if heatmap and value not in sw.HEATMAP_VALUES:
+        raise InputError(f"--value: {value!r} is not a numeric row output ({', '.join(sw.HEATMAP_VALUES)})")
+    # Every output is checked before the work starts: no traceback after minutes of simulating.
+    if csv_path is not None:
+        check_writable(csv_path, "--csv")
+    if output is not None:
+        check_writable(output, "--output")
+    if heatmap is not None:
+        _check_plot(heatmap, "--heatmap")
 
     def work(progress):  # type: ignore[no-untyped-def]
         return sw.sweep(base, axes, processes or None, lambda done, total: progress("sweep", 1, total))
@@ -135,12 +149,15 @@ def sweep(
     seconds = time.perf_counter() - start
     if csv_path:
         sw.write_csv(rows, csv_path)
-    if json_path:
-        sw.write_json(rows, base, axes, json_path)
+    if output:
+        write_atomic(output, sw.to_json(rows, base, axes))
     if heatmap:
         from ctsim.plots import heatmap as draw
 
         draw(rows, x, y, value, heatmap)
+    if as_json:
+        sys.stdout.write(sw.to_json(rows, base, axes))
+        return
     from ctsim.report import render_sweep
 
     render_sweep(rows, list(axes), seconds)
@@ -209,13 +226,18 @@ def calibrate(
 
     if family not in cal.KEY_SIZES:
         raise InputError(f"--family: must be ipv4 or ipv6, got {family!r}")
+    size_list = [s for s in sizes.split(",") if s.strip()]
+    if not size_list:
+        raise InputError("--sizes: give at least one map size, e.g. 64Ki,256Ki,1Mi")
     plan = cal.Plan(
-        entries=parse_count(entries, "--entries", minimum=1024),
+        entries=parse_count(entries, "--entries", minimum=1024, maximum=cal.MAX_ENTRIES),
         trials=trials,
         family=family,
-        sizes=tuple(parse_count(s, "--sizes", minimum=1024) for s in sizes.split(",") if s.strip()),
-        nf_entries=parse_count(nf_entries, "--nf-entries"),
+        sizes=tuple(parse_count(s, "--sizes", minimum=1024, maximum=cal.MAX_ENTRIES) for s in size_list),
+        nf_entries=parse_count(nf_entries, "--nf-entries", maximum=cal.MAX_NF_ENTRIES),
     )
+    if output is not None:
+        check_writable(output, "--output")
     cal.probe()
     doc = _with_progress(lambda progress: cal.calibrate(plan, progress))
     if output:
@@ -226,6 +248,19 @@ def calibrate(
     from ctsim.report import render_calibration
 
     render_calibration(doc, output)
+
+
+def _check_plot(path: str, flag: str) -> None:
+    """A PNG path that can be written, and matplotlib to draw it, before any work."""
+    check_writable(path, flag, suffix=".png")
+    from ctsim.plots import require_matplotlib
+
+    require_matplotlib(flag)
+
+
+def _long(scenario: Scenario) -> bool:
+    """Runs that may take more than a few seconds get a progress bar (on stderr)."""
+    return scenario.pods > 1_000 or scenario.horizon > 30 * 86400
 
 
 def _with_progress(work):  # type: ignore[no-untyped-def]

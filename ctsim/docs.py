@@ -112,7 +112,7 @@ def table_mitigations() -> str:
     cases = [
         ("as in the incident (adaptive GC, 12h)", {}),
         ("--gc-interval 60s", {"gc_interval": "60s"}),
-        ("--max-entries 374880 (table capped)", {"max_entries": "374880", "entries": "374880"}),
+        ("--max-entries 374880 (table capped)", {"max_entries": "374880"}),
         ("--profile cilium-1.18 (batched walk)", {"profile": "cilium-1.18"}),
     ]
     header = ["node", "verdict", "walk", "Ready", "first try", "p50", "max", "ADD timeouts", "429s", "orphaned walk"]

@@ -13,7 +13,9 @@ scaled scenario, and the two are compared pod by pod.
 from __future__ import annotations
 
 import contextlib
+import math
 import multiprocessing
+import signal
 import statistics
 import struct
 import threading
@@ -56,10 +58,11 @@ _LIFETIME = struct.Struct("<I")  # our CT value keeps the entry's lifetime in it
 # with two busy processes beside it on a 2-core machine (it gets ~2/3 of a
 # core, so 1.5x), and the report counts the walks that did not.
 PACE = 0.4
-# A walk may end this much after its paced time before it counts as an overrun:
-# waking the walking process and the pipe round trip take a few ms even on an
-# idle machine (0.3 % of the 3 s deadline at 30x).
-OVERRUN_TOLERANCE_S = 0.010
+# A walk may end this share of the deadline after its paced time before it
+# counts as an overrun: waking the walking process and the pipe round trip take
+# a few ms even when idle, tens of ms under load. Outcomes differ only when a
+# walk moves across a deadline; the tests keep walks 15 % of it from the edge.
+OVERRUN_TOLERANCE = 0.02
 
 
 class Stopped(Exception):
@@ -234,6 +237,7 @@ def _walker(conn: Connection, maps: list[BPFMap], rate: float, delete_seconds: f
     walks (``PACE``), so a busy machine slows the real walk without moving the
     emulation's timeline; a walk that still overruns is reported.
     """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's: it closes the pipe
     while True:
         try:
             request = conn.recv()
@@ -281,7 +285,8 @@ class EmulatedNode:
         self.threads: list[threading.Thread] = []
         self.gc_intervals: list[float] = []
         self.counts = {"add_timeouts": 0, "add_429": 0, "walks": 0, "orphaned_walks": 0}
-        self.overruns: list[float] = []  # seconds by which a real walk outlasted its paced time
+        self.overruns: list[float] = []  # seconds by which a real walk outlasted its paced time (beyond tolerance)
+        self.max_overrun = 0.0
         self._count_lock = threading.Lock()
         # Walks run in a process of their own, forked before any thread starts:
         # the agent walks on its own core, not under this process's GIL.
@@ -333,7 +338,8 @@ class EmulatedNode:
                     w, d, r, overrun = self._walker.recv()
             finally:
                 self.ct_lock.release()
-            if overrun > OVERRUN_TOLERANCE_S:
+            self.max_overrun = max(self.max_overrun, overrun)
+            if overrun > OVERRUN_TOLERANCE * self.deadline:
                 self.overruns.append(overrun)
             walked, deleted, ratio = walked + w, deleted + d, max(ratio, r)
         self._count("walks")
@@ -561,6 +567,7 @@ def emulate(s: Scenario, maps: list[BPFMap]) -> dict[str, Any]:
         "gc_intervals": node.gc_intervals,
         "lock_max_queue": node.ct_lock.max_queue,
         "overruns": node.overruns,
+        "max_overrun": node.max_overrun,
     }
 
 
@@ -621,7 +628,7 @@ def compare(s: Scenario, scaling: Scaling, emulated: dict[str, Any], simulated: 
             "gc_intervals_s": emulated["gc_intervals"],
             "lock_max_queue": emulated["lock_max_queue"],
             "walks_overran": len(emulated["overruns"]),
-            "max_overrun_s": max(emulated["overruns"], default=0.0),
+            "max_overrun_s": emulated["max_overrun"],
         },
         "simulated": {
             "ready": len(s_lats),
@@ -636,6 +643,27 @@ def compare(s: Scenario, scaling: Scaling, emulated: dict[str, Any], simulated: 
     }
 
 
+MAX_EMULATED_PODS = 200  # one thread per pod, plus handlers: beyond this the threads, not the kernel, dominate
+MAX_EMULATED_SECONDS = 3600.0  # wall-clock seconds of emulation
+
+
+def check(s: Scenario, time_scale: float) -> None:
+    """What ``ctsim emulate`` can run, named by flag, before any map is made."""
+    if s.ipv6_entries is not None:
+        raise InputError("--ipv6-entries: ctsim emulate runs the IPv4 family only")
+    if s.pods > MAX_EMULATED_PODS:
+        raise InputError(f"--pods: ctsim emulate runs at most {MAX_EMULATED_PODS} pods (one thread each)")
+    if s.entries < 1:
+        raise InputError("--entries: ctsim emulate needs at least 1 entry to walk")
+    if not math.isfinite(time_scale) or not 1 <= time_scale <= 1000:
+        raise InputError(f"--time-scale: must be between 1 and 1000, got {time_scale!r}")
+    if s.horizon / time_scale > MAX_EMULATED_SECONDS:
+        raise InputError(
+            f"--horizon: {s.horizon / time_scale:,.0f} s of wall-clock emulation at --time-scale {time_scale:g}; "
+            f"at most {MAX_EMULATED_SECONDS:,.0f} s (raise --time-scale or shorten --horizon)"
+        )
+
+
 def run(s: Scenario, time_scale: float, real_rate: float, delete_seconds: float) -> dict[str, Any]:
     """Scales ``s`` with ``real_rate``, fills the table, then runs both sides.
 
@@ -644,8 +672,7 @@ def run(s: Scenario, time_scale: float, real_rate: float, delete_seconds: float)
     size, see the size curve of ``ctsim calibrate``, so a rate from a smaller
     map would flatter the model): the emulation paces each real walk to it.
     """
-    if s.ipv6_entries is not None:
-        raise InputError("--ipv6-entries: ctsim emulate runs the IPv4 family only")
+    check(s, time_scale)
     scaled_s, scaling = scale(s, time_scale, real_rate * PACE, delete_seconds / PACE)
     maps = fill_table(scaled_s)
     try:

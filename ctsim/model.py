@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 
 import simpy
@@ -98,8 +98,15 @@ class Model:
             self.trace.append((now, family.present, sum(m.expired(now) for m in family.maps)))
             yield self.env.timeout(every)
 
-    def run(self) -> Result:
-        self.env.run(until=self.scenario.horizon / self.scenario.time_scale)
+    def run(self, progress: Callable[[str, int, int], None] | None = None) -> Result:
+        """Runs to the horizon; ``progress("simulate", 1, 100)`` after each hundredth of it."""
+        horizon = self.scenario.horizon / self.scenario.time_scale
+        if progress is None:
+            self.env.run(until=horizon)
+        else:
+            for step in range(1, 101):
+                self.env.run(until=horizon * step / 100)
+                progress("simulate", 1, 100)
         return self.result()
 
     def result(self) -> Result:

@@ -15,8 +15,9 @@ from typing import Any
 from ctsim.gc import CONNTRACK_GC_MAX_LRU_INTERVAL
 from ctsim.model import Model, simulate
 from ctsim.projection import FamilyWalk, max_entries_for_burst, safe_burst
+from ctsim.quantity import parse_count, parse_duration
 from ctsim.result import COLLAPSE, DEGRADED, OK, Result
-from ctsim.scenario import Scenario, resolve
+from ctsim.scenario import MAX_HORIZON, Scenario, resolve
 from ctsim.sizing import CTMapSizes
 
 DRIFT_HORIZON = "4d"
@@ -155,7 +156,17 @@ def smallest_collapsing_burst(facts: Facts, state: SteadyState, start: int) -> i
     return hi
 
 
+MAX_PLAN_BURST = 1_000
+
+
+def check(facts: Facts) -> None:
+    """The flags only ``ctsim plan`` has, named as the user typed them."""
+    parse_count(facts.burst, "--burst", minimum=1, maximum=MAX_PLAN_BURST)
+    parse_duration(facts.drift_horizon, "--drift-horizon", minimum=3600.0, maximum=MAX_HORIZON)
+
+
 def plan(facts: Facts) -> dict[str, Any]:
+    check(facts)
     base: Scenario = resolve(**facts.flags(entries="0", horizon="1h"))
     burst = base.pods
     overhead = base.regeneration_seconds

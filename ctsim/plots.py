@@ -8,6 +8,14 @@ from ctsim.errors import InputError
 from ctsim.quantity import format_count
 
 
+def require_matplotlib(flag: str) -> None:
+    """Fails before any work when the plot could not be drawn (matplotlib is an extra)."""
+    import importlib.util
+
+    if importlib.util.find_spec("matplotlib") is None:
+        raise InputError(f"{flag}: plots need matplotlib: pip install 'ctsim[plot]' (or pip install matplotlib)")
+
+
 def _pyplot() -> Any:
     try:
         import matplotlib
@@ -48,8 +56,7 @@ def heatmap(rows: list[dict[str, Any]], x: str, y: str, value: str, path: str, t
     ax.set_ylabel(y)
     ax.set_title(title or f"{value} (hatched: collapse)")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(plt, fig, path)
 
 
 def drift_of(model: Any, result: Any, path: str, title: str = "") -> None:
@@ -77,5 +84,13 @@ def drift(
     bottom.set_xlabel("node time (h)")
     top.set_title(title or "CT table and GC interval")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(plt, fig, path)
+
+
+def _save(plt: Any, fig: Any, path: str) -> None:
+    try:
+        fig.savefig(path, dpi=110, format="png")
+    except OSError as exc:
+        raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None
+    finally:
+        plt.close(fig)

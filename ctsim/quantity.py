@@ -29,7 +29,12 @@ _SUFFIXES: dict[str, int] = {
     "Pi": 2**50,
     "Ei": 2**60,
 }
-_COUNT_RE = re.compile(r"^\s*([+-]?[0-9][0-9_,]*(?:\.[0-9]+)?|[+-]?\.[0-9]+)\s*([A-Za-z]*)\s*$")
+# Digits, optionally grouped by commas in threes (1,000,000) or by underscores
+# (1_000_000); a fraction; a suffix. "1,,,0" is not a number.
+_COUNT_RE = re.compile(
+    r"^\s*([+-]?(?:[0-9]{1,3}(?:,[0-9]{3})+|[0-9]+(?:_[0-9]+)*)(?:\.[0-9]+)?|[+-]?\.[0-9]+)\s*([A-Za-z]*)\s*$"
+)
+_MAX_NUMBER_CHARS = 64  # no quantity here needs more; longer input is refused before parsing
 _DURATION_UNITS: dict[str, float] = {
     "ns": 1e-9,
     "us": 1e-6,
@@ -46,6 +51,8 @@ _RATE_UNITS: dict[str, float] = {"s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "
 
 
 def _number(text: str, what: str) -> tuple[Decimal, str]:
+    if len(text) > _MAX_NUMBER_CHARS:
+        raise InputError(f"{what}: {text[:20]!r}... is too long to be a number")
     match = _COUNT_RE.match(text)
     if not match:
         raise InputError(f"{what}: cannot read {text!r} as a number (e.g. 16M, 16Mi, 262144)")
@@ -59,35 +66,60 @@ def _number(text: str, what: str) -> tuple[Decimal, str]:
     return value, suffix
 
 
-def parse_count(text: str | int, what: str = "count", *, minimum: int = 0) -> int:
-    """A whole count such as ``16M``, ``16Mi``, ``256Ki`` or ``262144``."""
+def parse_count(text: str | int, what: str = "count", *, minimum: int = 0, maximum: int | None = None) -> int:
+    """A whole count such as ``16M``, ``16Mi``, ``256Ki`` or ``262144``, within [minimum, maximum]."""
+    if isinstance(text, bool):
+        raise InputError(f"{what}: expected a count, got {text!r}")
     if isinstance(text, int):
         value = Decimal(text)
-    else:
+    elif isinstance(text, str):
         value, _ = _number(text, what)
+    else:
+        raise InputError(f"{what}: expected a count such as 16M, got {text!r}")
     if value != value.to_integral_value():
         raise InputError(f"{what}: {text!r} is not a whole number")
     if value < minimum:
         if minimum == 0:
             raise InputError(f"{what}: must not be negative, got {text!r}")
         raise InputError(f"{what}: must be at least {minimum:,}, got {text!r}")
+    if maximum is not None and value > maximum:
+        raise InputError(f"{what}: must be at most {maximum:,}, got {text!r}")
     return int(value)
 
 
 def parse_float(text: str, what: str, *, low: float, high: float) -> float:
-    """A plain number within [low, high], for ratios and fractions."""
+    """A plain, finite number within [low, high], for ratios and fractions."""
+    if not isinstance(text, str) or len(text) > _MAX_NUMBER_CHARS:
+        raise InputError(f"{what}: expected a number, got {str(text)[:20]!r}")
     try:
         value = float(text)
-    except ValueError as exc:
-        raise InputError(f"{what}: cannot read {text!r} as a number") from exc
-    if not (low <= value <= high) or math.isnan(value):
+    except ValueError:
+        raise InputError(f"{what}: cannot read {text!r} as a number") from None
+    if not (low <= value <= high) or not math.isfinite(value):
         raise InputError(f"{what}: must be between {low:g} and {high:g}, got {text!r}")
     return value
 
 
-def parse_duration(text: str, what: str = "duration", *, allow_zero: bool = False) -> float:
-    """Seconds from a Go-style duration such as ``90s``, ``5m``, ``12h`` or ``1h30m``."""
+def parse_duration(
+    text: str,
+    what: str = "duration",
+    *,
+    allow_zero: bool = False,
+    minimum: float = 0.0,
+    maximum: float | None = None,
+) -> float:
+    """Seconds from a Go-style duration such as ``90s``, ``5m``, ``12h`` or ``1h30m``.
+
+    Like Go's ``time.ParseDuration``, a bare ``0`` is zero. The result is
+    finite and within [minimum, maximum] (errors name the flag and the bound).
+    """
+    if not isinstance(text, str):
+        raise InputError(f"{what}: expected a duration such as 90s, got {text!r}")
+    if len(text) > _MAX_NUMBER_CHARS:
+        raise InputError(f"{what}: {text[:20]!r}... is too long to be a duration")
     stripped = text.strip()
+    if stripped in ("0", "+0", "-0"):
+        stripped = "0s"
     sign = 1.0
     if stripped.startswith("-"):
         sign, stripped = -1.0, stripped[1:]
@@ -100,13 +132,24 @@ def parse_duration(text: str, what: str = "duration", *, allow_zero: bool = Fals
     if pos == 0 or pos != len(stripped):
         raise InputError(f"{what}: cannot read {text!r} as a duration (e.g. 90s, 5m, 12h, 1h30m)")
     total *= sign
+    if not math.isfinite(total):
+        raise InputError(f"{what}: {text!r} is not a finite duration")
     if total < 0 or (total == 0 and not allow_zero):
         raise InputError(f"{what}: must be greater than zero, got {text!r}")
+    if total > 0 and total < minimum:
+        raise InputError(f"{what}: must be at least {format_duration(minimum)}, got {text!r}")
+    if maximum is not None and total > maximum:
+        raise InputError(f"{what}: must be at most {format_duration(maximum)}, got {text!r}")
     return total
+
+
+MAX_RATE_PER_S = 1e9  # far beyond any node; keeps arithmetic finite
 
 
 def parse_rate(text: str, what: str = "rate") -> float:
     """Events per second from ``N/s``, ``N/min`` or ``N/h`` (N may carry a count suffix)."""
+    if not isinstance(text, str):
+        raise InputError(f"{what}: expected a rate such as 50000/min, got {text!r}")
     count_text, slash, unit = text.strip().partition("/")
     if not slash:
         raise InputError(f"{what}: {text!r} needs a unit, e.g. 50000/min or 800/s")
@@ -116,7 +159,10 @@ def parse_rate(text: str, what: str = "rate") -> float:
     value, _ = _number(count_text, what)
     if value < 0:
         raise InputError(f"{what}: must not be negative, got {text!r}")
-    return float(value) / _RATE_UNITS[unit]
+    per_second = float(value) / _RATE_UNITS[unit]
+    if per_second > MAX_RATE_PER_S:
+        raise InputError(f"{what}: at most {MAX_RATE_PER_S:,.0f}/s, got {text!r}")
+    return per_second
 
 
 def format_count(value: float) -> str:

@@ -210,8 +210,8 @@ def render_emulation(report: dict, console: Console | None = None) -> None:
 
     if e["walks_overran"]:
         console.print(
-            f"[bold red]{e['walks_overran']} real walk(s) outlasted their paced time[/bold red] "
-            f"(by up to {e['max_overrun_s'] * 1e3:.0f} ms): the machine was too busy for this emulation"
+            f"[bold red]{e['walks_overran']} real walk(s) outlasted their paced time by more than 2 % of the "
+            f"deadline[/bold red] (up to {e['max_overrun_s'] * 1e3:.0f} ms): the machine was too busy for this emulation"
         )
     console.print(
         f"Mismatched pods: [bold]{report['mismatched_pods']}[/bold] of {len(report['pods'])}; latency error "
@@ -251,11 +251,13 @@ def render_plan(doc: dict, console: Console | None = None) -> None:
     )
     a, f = doc["steady_state"]["adaptive"], doc["steady_state"]["fixed_60s"]
     drift = (
-        "never within " + i["drift_horizon"] if a["drift_to_cap_s"] is None else format_duration(a["drift_to_cap_s"])
+        f"the interval stays under 12h for {i['drift_horizon']}"
+        if a["drift_to_cap_s"] is None
+        else f"interval reaches 12h after {format_duration(a['drift_to_cap_s'])}"
     )
     console.print(
         f"Churn {i['churn']['schedule']}: the table peaks at {a['peak_entries']:,} entries under the adaptive GC "
-        f"(interval reaches 12h after {drift}), {f['peak_entries']:,} with conntrack-gc-interval 60s"
+        f"({drift}), {f['peak_entries']:,} with conntrack-gc-interval 60s"
     )
     fits = "any burst" if doc["safe_burst"] is None else f"{doc['safe_burst']} pods"
     console.print(
@@ -271,7 +273,7 @@ def render_plan(doc: dict, console: Console | None = None) -> None:
     )
     collapse = doc["collapse"]["smallest_burst"]
     console.print(
-        "No burst up to 400 pods collapses the node at the peak."
+        "No burst of up to 400 pods collapses the node at the peak."
         if collapse is None
         else f"The node collapses from a burst of {collapse} pods at the peak table."
     )

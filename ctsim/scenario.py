@@ -29,6 +29,18 @@ DEFAULT_CONN_SECONDS = 30.0
 DRIFTED_NEXT_PASS = 6 * 3600.0  # incident state: the last 12 h pass was 6 h ago
 AGENT_STATES = ("warm", "fresh")
 
+# Ceilings: what a run may ask for (docs/model.md, "Limits"). Beyond them a
+# run would take minutes to hours or the numbers stop meaning anything.
+MAX_PODS = 20_000  # a 1 h collapse costs ~5 ms of CPU per pod: ~2 min at the ceiling
+MAX_HORIZON = 400 * 86400.0
+MAX_CORES = 4096
+MAX_NODE_MEMORY = 2**50  # 1 PiB
+MAX_WALK_RATE = 10**10
+MIN_GC_INTERVAL = 1.0  # seconds; a GC loop faster than that would only spin
+MAX_DEADLINE = 86400.0
+MAX_REGENERATION = 3600.0
+MAX_SEED = 2**63 - 1
+
 
 @dataclass(frozen=True)
 class Scenario:
@@ -107,20 +119,25 @@ def resolve(
     node_memory: str | None = None,
     map_ratio: str | None = None,
     horizon: str | None = None,
-    seed: int = 1,
+    seed: int | str = 1,
     calibration: str | None = None,
 ) -> Scenario:
     """Flags (as the user typed them) over the preset; raises InputError on bad input."""
     typed = dict(locals())
-    p = get_preset(preset or DEFAULT_PRESET)
+    p = get_preset(DEFAULT_PRESET if preset is None else preset)
     prof = get_profile(profile)
     notes: list[str] = []
 
     n_entries = parse_count(entries, "--entries") if entries is not None else p.entries
-    n_pods = parse_count(pods, "--pods", minimum=1)
-    n_cores = parse_count(cores, "--cores", minimum=1) if cores is not None else p.cores
-    memory = parse_count(node_memory, "--node-memory", minimum=1) if node_memory is not None else p.node_memory
+    n_pods = parse_count(pods, "--pods", minimum=1, maximum=MAX_PODS)
+    n_cores = parse_count(cores, "--cores", minimum=1, maximum=MAX_CORES) if cores is not None else p.cores
+    memory = (
+        parse_count(node_memory, "--node-memory", minimum=1, maximum=MAX_NODE_MEMORY)
+        if node_memory is not None
+        else p.node_memory
+    )
     ratio = parse_float(map_ratio, "--map-ratio", low=0.0, high=1.0) if map_ratio is not None else p.map_ratio
+    n_seed = parse_count(seed, "--seed", maximum=MAX_SEED)
     if ratio == 0.0:
         ratio = None
 
@@ -141,7 +158,11 @@ def resolve(
                 f"--max-entries: {tcp_max:,} exceeds Cilium's limit of {LIMIT_TABLE_MAX:,} (LimitTableMax)"
             )
         if n_entries > tcp_max:
-            raise InputError(f"--entries: {n_entries:,} entries do not fit a map of {tcp_max:,} (--max-entries)")
+            notes.append(
+                f"a map of {tcp_max:,} holds at most {tcp_max:,} entries: --entries {n_entries:,} "
+                "is clamped to it (LRU evicts the rest)"
+            )
+            n_entries = tcp_max
     elif n_entries > tcp_max:
         if n_entries > LIMIT_TABLE_MAX:
             raise InputError(
@@ -183,7 +204,7 @@ def resolve(
     if cal is not None:
         delete_s = cal.delete_seconds_per_entry
     if rate is not None:
-        walk_rate = float(parse_count(rate, "--rate", minimum=1))
+        walk_rate = float(parse_count(rate, "--rate", minimum=1, maximum=MAX_WALK_RATE))
         rate_source = "--rate"
     elif cal is not None:
         walk_rate, rate_source = cal.walk_rate(prof.walk), cal.describe(prof.walk)
@@ -191,23 +212,32 @@ def resolve(
         walk_rate, rate_source = prof.walk_rate, prof.source
 
     schedule = parse_churn(churn if churn is not None else p.churn)
-    conn_s = parse_duration(conn_duration, "--conn-duration") if conn_duration is not None else DEFAULT_CONN_SECONDS
-    deadline_s = parse_duration(deadline, "--deadline") if deadline is not None else CLIENT_TIMEOUT
-    horizon_s = parse_duration(horizon, "--horizon") if horizon is not None else DEFAULT_HORIZON
+    conn_s = (
+        parse_duration(conn_duration, "--conn-duration", maximum=MAX_HORIZON)
+        if conn_duration is not None
+        else DEFAULT_CONN_SECONDS
+    )
+    deadline_s = (
+        parse_duration(deadline, "--deadline", minimum=1.0, maximum=MAX_DEADLINE)
+        if deadline is not None
+        else CLIENT_TIMEOUT
+    )
+    horizon_s = parse_duration(horizon, "--horizon", maximum=MAX_HORIZON) if horizon is not None else DEFAULT_HORIZON
     regen_s = (
-        parse_duration(regeneration, "--regeneration-time", allow_zero=True)
+        parse_duration(regeneration, "--regeneration-time", allow_zero=True, maximum=MAX_REGENERATION)
         if regeneration is not None
         else DEFAULT_REGENERATION
     )
-    max_interval = parse_duration(gc_max_interval, "--gc-max-interval") if gc_max_interval else 0.0
+    gc_bounds = {"minimum": MIN_GC_INTERVAL, "maximum": MAX_HORIZON}
+    max_interval = parse_duration(gc_max_interval, "--gc-max-interval", **gc_bounds) if gc_max_interval else 0.0
 
     # GC state at t=0 (GetInterval's cachedGCInterval, and when the next pass
     # runs). A fresh agent has no cached interval and runs its first pass now;
     # so does an agent given a fixed or an initial interval. Otherwise a warm
     # agent is in the incident's state: drifted to the 12 h cap, mid-cycle.
-    fixed = 0.0 if gc_interval.strip() == "auto" else parse_duration(gc_interval, "--gc-interval")
+    fixed = 0.0 if gc_interval.strip() == "auto" else parse_duration(gc_interval, "--gc-interval", **gc_bounds)
     if gc_initial_interval is not None:
-        initial = parse_duration(gc_initial_interval, "--gc-initial-interval")
+        initial = parse_duration(gc_initial_interval, "--gc-initial-interval", **gc_bounds)
         first_pass = 0.0
     elif fixed:
         initial, first_pass = fixed, 0.0
@@ -220,7 +250,7 @@ def resolve(
     if fixed:
         initial = fixed
     if gc_next_pass is not None:
-        first_pass = parse_duration(gc_next_pass, "--gc-next-pass", allow_zero=True)
+        first_pass = parse_duration(gc_next_pass, "--gc-next-pass", allow_zero=True, maximum=MAX_HORIZON)
     if initial == CONNTRACK_GC_STARTING_INTERVAL and first_pass == 0.0:
         notes.append("GC starts fresh: first pass now, interval 5m")
 
@@ -252,7 +282,7 @@ def resolve(
         node_memory=memory,
         map_ratio=ratio,
         horizon=horizon_s,
-        seed=seed,
+        seed=n_seed,
         notes=tuple(notes),
         calibration=calibration,
         flags=typed,

@@ -8,17 +8,19 @@ command that re-runs it alone.
 from __future__ import annotations
 
 import csv
+import io
 import itertools
 import json
 import multiprocessing
 import os
 import shlex
+import signal
 import tomllib
 from collections.abc import Callable, Iterable
-from pathlib import Path
 from typing import Any
 
 from ctsim.errors import InputError
+from ctsim.files import read_text, write_atomic
 from ctsim.model import simulate
 from ctsim.options import SCENARIO_FLAGS
 from ctsim.scenario import resolve
@@ -40,35 +42,68 @@ OUTPUTS = (
     "gc_passes",
     "entries_at_end",
 )
+# What a heatmap can colour by: the numeric outputs.
+HEATMAP_VALUES = tuple(o for o in OUTPUTS if o != "verdict")
+MAX_POINTS = 10_000  # a grid larger than this is a typo (and hours of work)
+
+
+def _flag_name(text: str, where: str) -> str:
+    name = text.strip().lstrip("-").replace("-", "_")
+    if name not in SCENARIO_FLAGS:
+        raise InputError(f"{where}: {text.strip()!r} is not a scenario flag (one of: {', '.join(SCENARIO_FLAGS)})")
+    return name
+
+
+def _values(name: str, values: list[str], where: str) -> list[str]:
+    if not values:
+        raise InputError(f"{where}: axis {name!r} has no values")
+    if len(values) != len(set(values)):
+        raise InputError(f"{where}: axis {name!r} repeats a value")
+    return values
 
 
 def parse_axis(text: str) -> tuple[str, list[str]]:
     """``entries=1M,4M,16M`` → ("entries", ["1M", "4M", "16M"])."""
     name, sep, values = text.partition("=")
-    name = name.strip().lstrip("-").replace("-", "_")
-    if not sep or not values.strip():
+    if not sep:
         raise InputError(f"--grid: expected NAME=V1,V2,..., got {text!r}")
-    if name not in SCENARIO_FLAGS:
-        raise InputError(f"--grid: {name!r} is not a scenario flag (one of: {', '.join(SCENARIO_FLAGS)})")
-    return name, [v.strip() for v in values.split(",") if v.strip()]
+    name = _flag_name(name, "--grid")
+    return name, _values(name, [v.strip() for v in values.split(",") if v.strip()], "--grid")
+
+
+def _scalar(value: Any, where: str) -> str:
+    """A TOML value as the flag's text: strings, whole numbers, floats and booleans only."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str | int | float):
+        return str(value)
+    raise InputError(f"{where}: expected a single value, got {type(value).__name__} {str(value)[:40]!r}")
 
 
 def load_grid_file(path: str) -> tuple[dict[str, Any], dict[str, list[str]]]:
-    """A TOML file with ``[base]`` flags and ``[grid]`` axes (lists)."""
+    """A TOML file with ``[base]`` flags (single values) and ``[grid]`` axes (lists)."""
+    text = read_text(path, "--grid-file")
     try:
-        doc = tomllib.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise InputError(f"--grid-file: no such file: {path}") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise InputError(f"--grid-file: {path}: {exc}") from None
-    base = {k.replace("-", "_"): v for k, v in doc.get("base", {}).items()}
+        doc = tomllib.loads(text)
+    except (tomllib.TOMLDecodeError, RecursionError) as exc:
+        raise InputError(f"--grid-file: {path}: {str(exc)[:120] or 'too deeply nested'}") from None
+    unknown = set(doc) - {"base", "grid"}
+    if unknown:
+        raise InputError(f"--grid-file: {path}: unknown key {sorted(unknown)[0]!r} (use [base] and [grid])")
+    base_doc, grid_doc = doc.get("base", {}), doc.get("grid", {})
+    for table, value in (("base", base_doc), ("grid", grid_doc)):
+        if not isinstance(value, dict):
+            raise InputError(f"--grid-file: {path}: {table} must be a table ([{table}]), got {value!r}")
+    base: dict[str, Any] = {}
+    for key, value in base_doc.items():
+        name = _flag_name(key, "--grid-file [base]")
+        base[name] = _scalar(value, f"--grid-file [base] {key}")
     axes: dict[str, list[str]] = {}
-    for key, values in doc.get("grid", {}).items():
-        name, parsed = parse_axis(f"{key}={','.join(str(v) for v in values)}")
-        axes[name] = parsed
-    for name in base:
-        if name not in SCENARIO_FLAGS:
-            raise InputError(f"--grid-file: [base] {name!r} is not a scenario flag")
+    for key, values in grid_doc.items():
+        name = _flag_name(key, "--grid-file [grid]")
+        if not isinstance(values, list):
+            raise InputError(f"--grid-file [grid] {key}: expected a list such as [5, 10, 50], got {values!r}")
+        axes[name] = _values(name, [_scalar(v, f"--grid-file [grid] {key}") for v in values], "--grid-file")
     return base, axes
 
 
@@ -121,6 +156,11 @@ def sweep(
     progress: Callable[[int, int], None] | None = None,
 ) -> list[Row]:
     """Every grid point over ``processes`` worker processes; rows in grid order."""
+    size = 1
+    for values in axes.values():
+        size *= len(values)
+    if size > MAX_POINTS:
+        raise InputError(f"--grid: {size:,} points; at most {MAX_POINTS:,} per sweep")
     grid = [{**base, **p} for p in points(axes)]
     for flags in grid:
         resolve(**flags)  # bad input fails here, in one line, before any worker starts
@@ -132,7 +172,7 @@ def sweep(
             if progress:
                 progress(len(rows), len(grid))
         return rows
-    with multiprocessing.get_context("fork").Pool(n) as pool:
+    with multiprocessing.get_context("fork").Pool(n, initializer=_worker_init) as pool:
         for row in pool.imap(run_point, grid, chunksize=max(1, len(grid) // (n * 8))):
             rows.append(row)
             if progress:
@@ -140,16 +180,19 @@ def sweep(
     return rows
 
 
+def _worker_init() -> None:
+    """Ctrl-C is the parent's to handle: workers die quietly when it ends the pool."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def write_csv(rows: Iterable[Row], path: str) -> None:
     rows = list(rows)
-    fields = list(rows[0]) if rows else []
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=fields)
-        writer.writeheader()
-        writer.writerows(rows)
+    out = io.StringIO(newline="")
+    writer = csv.DictWriter(out, fieldnames=list(rows[0]) if rows else [])
+    writer.writeheader()
+    writer.writerows(rows)
+    write_atomic(path, out.getvalue())
 
 
-def write_json(rows: list[Row], base: dict[str, Any], axes: dict[str, list[str]], path: str) -> None:
-    with open(path, "w") as f:
-        json.dump({"base": base, "grid": axes, "rows": rows}, f, indent=2)
-        f.write("\n")
+def to_json(rows: list[Row], base: dict[str, Any], axes: dict[str, list[str]]) -> str:
+    return json.dumps({"base": base, "grid": axes, "rows": rows}, indent=2) + "\n"

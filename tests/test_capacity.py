@@ -37,7 +37,7 @@ def test_sweep_writes_rows_that_rerun_alone(tmp_path: Path) -> None:
     out_csv, out_json, png = tmp_path / "s.csv", tmp_path / "s.json", tmp_path / "h.png"
     p = ctsim(
         "sweep", "--grid", "entries=1Mi,16Mi", "--grid", "pods=5,20", "--gc-interval", "auto", "--seed", "7",
-        "--csv", str(out_csv), "--json", str(out_json), "--heatmap", str(png), "--processes", "2",
+        "--csv", str(out_csv), "-o", str(out_json), "--heatmap", str(png), "--processes", "2",
     )  # fmt: skip
     assert p.returncode == 0, p.stderr
     rows = list(csv.DictReader(out_csv.open()))

@@ -62,7 +62,6 @@ def test_no_ready_pod_gives_null_latencies() -> None:
         ["--seed", "abc"],
         ["--bogus"],
         ["--entries", "20M"],
-        ["--entries", "2M", "--max-entries", "1M"],
         ["--churn", "lots"],
     ],
 )
@@ -72,3 +71,12 @@ def test_bad_input_is_one_line_and_exit_2(args: list[str]) -> None:
     assert "Traceback" not in p.stderr
     assert len(p.stderr.strip().splitlines()) == 1
     assert p.stderr.startswith("ctsim: error:")
+
+
+def test_a_capped_map_clamps_the_entries_it_cannot_hold() -> None:
+    # What `ctsim plan` recommends must run as printed: --max-entries below --entries caps the table.
+    p = ctsim("run", "--entries", "16M", "--pods", "50", "--max-entries", "374880", "--json")
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    assert d["inputs"]["entries"] == d["inputs"]["max_entries"] == 374_880
+    assert any("clamped" in note for note in d["inputs"]["notes"])

@@ -93,7 +93,7 @@ def test_counts_and_capacity_of_pinned_maps_match() -> None:
         labels = (("family", family), ("map", name), ("source", "bpf"))
         assert s[("ctwatch_entries", labels)] == n
         assert s[("ctwatch_max_entries", labels)] == cap
-    rate = s[("ctwatch_walk_rate_entries_per_second", (("family", "ipv4"), ("source", "bpf")))]
+    rate = s[("ctwatch_walk_rate_entries_per_second", (("family", "ipv4"), ("source", "measured")))]
     walk = s[("ctwatch_projected_walk_seconds", (("family", "ipv4"),))]
     assert walk == pytest.approx(51_000 / rate)
 

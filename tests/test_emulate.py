@@ -3,13 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-import os
-import signal
 import statistics
 import subprocess
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import pytest
 
@@ -19,6 +14,7 @@ from ctsim.model import simulate
 from ctsim.scenario import resolve
 
 from .kernel import need_bpf
+from .load import busy
 
 
 @pytest.fixture(scope="module")
@@ -28,18 +24,6 @@ def rates() -> tuple[float, float]:
         rate = statistics.median(cal.per_entry_rate(m) for _ in range(5))
         delete_s = cal.delete_seconds(m, cal.KEY_SIZES["ipv4"], 5000)
     return rate, delete_s
-
-
-@contextmanager
-def busy(n: int) -> Iterator[None]:
-    """``n`` processes spinning on the CPU beside the test (2 cores here): the contention CI may see."""
-    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
-    try:
-        yield
-    finally:
-        for p in procs:
-            os.kill(p.pid, signal.SIGKILL)
-            p.wait()
 
 
 # Walks at 10 %, 41 % and 120 % of the deadline: all fit, two fit, none fits,

@@ -13,8 +13,9 @@ family's own.
 from __future__ import annotations
 
 import math
+import statistics
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ctsim.projection import FamilyWalk, burst_seconds, max_entries_for_burst, safe_burst
 from ctsim.scenario import DEFAULT_REGENERATION
@@ -22,6 +23,8 @@ from ctwatch.readings import CT_MAPS, MapReading, SourceResult
 
 LEVELS = ("ok", "warning", "critical")
 GROWTH_WINDOW_S = 1800.0
+RATE_WINDOW = 20  # walk-rate samples per family; the median of these is the rate
+HOLD_CYCLES = 3  # a new level must be seen this many cycles in a row before it is reported
 
 
 @dataclass(frozen=True)
@@ -46,14 +49,31 @@ class FamilyAssessment:
     safe_burst: float  # +Inf when the table is empty
     seconds_until_deadline: float  # +Inf when not growing towards it; 0 when past it
     level: int
+    rate_samples: int = 0  # measured samples behind ``rate`` (0: not measured)
+    age_s: float = 0.0  # 0: from this cycle; else the last good projection, this old
 
 
 @dataclass
 class Assessor:
+    """Counts to projections, with a robust rate, levels that do not flap, and no silent gaps.
+
+    ``pinned``: the fallback rate was given explicitly (``--rate`` or
+    ``--calibration``) and wins over sampling. Otherwise the rate is the
+    median of the last ``RATE_WINDOW`` samples, so no single sample moves it.
+    A level changes only after ``HOLD_CYCLES`` cycles agree. A family whose
+    sources fail keeps its last good projection, with its age, so an alert
+    that fires does not resolve because the data went away.
+    """
+
     thresholds: Thresholds
     fallback_rate: float
     fallback_rate_source: str = "configured"
+    pinned: bool = False
+    hold_cycles: int = HOLD_CYCLES
     _history: dict[str, deque[tuple[float, int]]] = field(default_factory=dict)
+    _rates: dict[str, deque[float]] = field(default_factory=dict)
+    _levels: dict[str, tuple[int, int, int]] = field(default_factory=dict)  # reported, candidate, seen
+    _last: dict[str, tuple[float, FamilyAssessment]] = field(default_factory=dict)
 
     def assess(self, now: float, results: dict[str, SourceResult]) -> list[FamilyAssessment]:
         counted = []
@@ -62,10 +82,20 @@ class Assessor:
             if picked is None:
                 continue
             counts, max_entries, source = picked
-            rate, rate_source = self._rate(family, results)
-            counted.append((FamilyWalk(family, counts, rate), max_entries, source, rate_source))
-        walks = [walk for walk, *_ in counted]
-        return [self._project(now, walks, walk, *rest) for walk, *rest in counted]
+            rate, rate_source, samples = self._rate(family, results)
+            counted.append((FamilyWalk(family, counts, rate), max_entries, source, rate_source, samples))
+        walks = [c[0] for c in counted]
+        fresh = {c[0].family: self._project(now, walks, *c) for c in counted}
+        for family, assessment in fresh.items():
+            self._last[family] = (now, assessment)
+        out = []
+        for family in CT_MAPS:
+            if family in fresh:
+                out.append(fresh[family])
+            elif family in self._last:
+                at, last = self._last[family]
+                out.append(replace(last, age_s=now - at))
+        return out
 
     def _entries(
         self, names: tuple[str, ...], results: dict[str, SourceResult]
@@ -86,11 +116,33 @@ class Assessor:
         source = "cilium_metrics" if all(n in pressure for n in present) else "bpf"
         return tuple([c for c in counts.values() if c is not None]), max_entries, source
 
-    def _rate(self, family: str, results: dict[str, SourceResult]) -> tuple[float, str]:
+    def _rate(self, family: str, results: dict[str, SourceResult]) -> tuple[float, str, int]:
+        """(entries/s, where it came from, measured samples behind it)."""
+        if self.pinned:
+            return self.fallback_rate, self.fallback_rate_source, 0
+        window = self._rates.setdefault(family, deque(maxlen=RATE_WINDOW))
         bpf = results.get("bpf")
         if bpf and bpf.up and family in bpf.walk_rates:
-            return bpf.walk_rates[family], "bpf"
-        return self.fallback_rate, self.fallback_rate_source
+            window.append(bpf.walk_rates[family])
+        if window:
+            return statistics.median(window), "measured", len(window)
+        return self.fallback_rate, self.fallback_rate_source, 0
+
+    def _level(self, family: str, raw: int) -> int:
+        """The reported level: the first one at once, later changes after ``hold_cycles`` agreeing cycles."""
+        if family not in self._levels:
+            self._levels[family] = (raw, raw, 0)
+            return raw
+        reported, candidate, seen = self._levels[family]
+        if raw == reported:
+            self._levels[family] = (reported, raw, 0)
+            return reported
+        seen = seen + 1 if raw == candidate else 1
+        if seen >= self.hold_cycles:
+            self._levels[family] = (raw, raw, 0)
+            return raw
+        self._levels[family] = (reported, raw, seen)
+        return reported
 
     def _project(
         self,
@@ -100,13 +152,14 @@ class Assessor:
         max_entries: int,
         source: str,
         rate_source: str,
+        rate_samples: int,
     ) -> FamilyAssessment:
         t = self.thresholds
         overhead = DEFAULT_REGENERATION
         burst = burst_seconds(walks, t.burst) + overhead
         ratio = burst / t.deadline_s
         fits = safe_burst(walks, t.deadline_s, overhead)
-        level = 2 if ratio >= t.critical_ratio else 1 if ratio >= t.warning_ratio else 0
+        level = self._level(walk.family, 2 if ratio >= t.critical_ratio else 1 if ratio >= t.warning_ratio else 0)
         entries = round(walk.entries)
         history = self._history.setdefault(walk.family, deque(maxlen=256))
         history.append((now, entries))
@@ -129,6 +182,7 @@ class Assessor:
             safe_burst=math.inf if fits is None else float(fits),
             seconds_until_deadline=_eta(history, limit),
             level=level,
+            rate_samples=rate_samples,
         )
 
 

@@ -1,4 +1,8 @@
-"""The ``ctwatch`` command line, with node_exporter's flag style (``--path.procfs``, ``--web.listen-address``)."""
+"""The ``ctwatch`` command line, with node_exporter's flag style (``--path.procfs``, ``--web.listen-address``).
+
+``ctwatch`` runs the exporter; ``ctwatch rules`` prints the alerting rules for
+the thresholds given. Bad input: one line on stderr, exit code 2.
+"""
 
 from __future__ import annotations
 
@@ -11,9 +15,11 @@ import typer
 
 from ctsim.errors import InputError, run_cli
 
-app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, invoke_without_command=True)
 Str = Optional[str]  # noqa: UP045 - typer reads Optional at runtime
 DEFAULT_LISTEN = ":10962"  # outside 9100-9999, as Prometheus asks of new exporters
+MIN_INTERVAL = 1.0  # seconds between collections; faster only burns CPU
+SOURCES = ("nf_conntrack", "bpf", "cilium_metrics")
 
 
 def parse_listen(address: str) -> tuple[str, int]:
@@ -23,40 +29,75 @@ def parse_listen(address: str) -> tuple[str, int]:
     return host.strip("[]") or "0.0.0.0", int(port)
 
 
-@app.command()
+def parse_ratios(warning_ratio: str, critical_ratio: str) -> tuple[float, float]:
+    from ctsim.quantity import parse_float
+
+    warning = parse_float(warning_ratio, "--warning-ratio", low=0.01, high=10.0)
+    critical = parse_float(critical_ratio, "--critical-ratio", low=0.01, high=10.0)
+    if critical <= warning:
+        raise InputError(f"--critical-ratio: must be above --warning-ratio ({warning:g}), got {critical:g}")
+    return warning, critical
+
+
+def _version(value: bool) -> None:
+    if value:
+        from ctwatch import __version__
+
+        print(f"ctwatch {__version__}")
+        raise typer.Exit()
+
+
+def _enabled(flag: bool | None, disable_defaults: bool) -> bool:
+    """node_exporter's rule: a collector is on unless disabled, or off under --collector.disable-defaults."""
+    return (not disable_defaults) if flag is None else flag
+
+
+@app.callback()
 def main_command(
+    ctx: typer.Context,
     procfs: Annotated[str, typer.Option("--path.procfs", help="procfs mountpoint.")] = "/proc",
     bpffs: Annotated[
         str, typer.Option("--path.bpffs", help="bpffs mountpoint (Cilium pins under tc/globals/).")
     ] = "/sys/fs/bpf",
     netns: Annotated[Str, typer.Option("--netns", help="Read nf_conntrack of this named netns over netlink.")] = None,
     metrics_url: Annotated[
-        str, typer.Option("--cilium.metrics-url", help="The Cilium agent's metrics.")
+        str, typer.Option("--cilium.metrics-url", help="The Cilium agent's metrics (http or https).")
     ] = "http://127.0.0.1:9962/metrics",
     metrics_timeout: Annotated[
         str, typer.Option("--cilium.metrics-timeout", help="Give up on the agent after this.")
     ] = "2s",
     sample_budget: Annotated[
-        str, typer.Option("--bpf.sample-budget", help="Time spent timing the walk rate per cycle (0s: never).")
+        str, typer.Option("--bpf.sample-budget", help="CPU time spent timing the walk rate per cycle (0s: never).")
     ] = "20ms",
     nf: Annotated[
-        bool, typer.Option("--collector.nf_conntrack/--no-collector.nf_conntrack", help="Kernel nf_conntrack.")
-    ] = True,
-    bpf: Annotated[bool, typer.Option("--collector.bpf/--no-collector.bpf", help="Cilium's pinned CT maps.")] = True,
+        Optional[bool],  # noqa: UP045
+        typer.Option("--collector.nf_conntrack/--no-collector.nf_conntrack", help="Kernel nf_conntrack."),
+    ] = None,
+    bpf: Annotated[
+        Optional[bool],  # noqa: UP045
+        typer.Option("--collector.bpf/--no-collector.bpf", help="Cilium's pinned CT maps."),
+    ] = None,
     cilium: Annotated[
-        bool, typer.Option("--collector.cilium_metrics/--no-collector.cilium_metrics", help="Cilium's metrics.")
-    ] = True,
+        Optional[bool],  # noqa: UP045
+        typer.Option("--collector.cilium_metrics/--no-collector.cilium_metrics", help="Cilium's metrics."),
+    ] = None,
+    disable_defaults: Annotated[
+        bool, typer.Option("--collector.disable-defaults", help="Only the collectors enabled explicitly.")
+    ] = False,
     listen: Annotated[str, typer.Option("--web.listen-address", help="Serve /metrics here.")] = DEFAULT_LISTEN,
+    max_requests: Annotated[
+        int, typer.Option("--web.max-requests", min=0, help="Concurrent /metrics requests (0: no limit).")
+    ] = 40,
     textfile: Annotated[
         Str, typer.Option("--textfile", help="Also write each collection here (node_exporter's textfile collector).")
     ] = None,
     once: Annotated[bool, typer.Option("--once", help="Print one collection and exit.")] = False,
-    interval: Annotated[str, typer.Option("--interval", help="Time between collections.")] = "15s",
+    interval: Annotated[str, typer.Option("--interval", help="Time between collections (at least 1s).")] = "15s",
     burst: Annotated[str, typer.Option("--burst", help="Pod creates assumed to queue on the CT lock at once.")] = "10",
     deadline: Annotated[str, typer.Option("--deadline", help="cilium-cni's API client timeout.")] = "90s",
-    rate: Annotated[Str, typer.Option("--rate", help="Fallback walk rate, entries/s, when none is measured.")] = None,
+    rate: Annotated[Str, typer.Option("--rate", help="Walk rate, entries/s: used instead of sampling.")] = None,
     calibration: Annotated[
-        Str, typer.Option("--calibration", help="Fallback walk rate from `ctsim calibrate`.")
+        Str, typer.Option("--calibration", help="Walk rate from `ctsim calibrate`: used instead of sampling.")
     ] = None,
     warning_ratio: Annotated[
         str, typer.Option("--warning-ratio", help="Warn when the burst projection passes this share of the deadline.")
@@ -64,46 +105,76 @@ def main_command(
     critical_ratio: Annotated[
         str, typer.Option("--critical-ratio", help="Critical from this share of the deadline.")
     ] = "1.0",
+    log_level: Annotated[str, typer.Option("--log.level", help="debug, info, warn or error.")] = "info",
+    log_format: Annotated[str, typer.Option("--log.format", help="logfmt or json.")] = "logfmt",
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
 ) -> None:
     """Warn through Prometheus before conntrack scrubs outgrow the CNI deadline."""
-    from prometheus_client import generate_latest, start_http_server, write_to_textfile
-
+    if ctx.invoked_subcommand is not None:
+        return
     from ctsim.calibration import load
+    from ctsim.files import check_writable
     from ctsim.profiles import PUBLISHED_ENTRIES_PER_S
-    from ctsim.quantity import parse_count, parse_duration, parse_float
+    from ctsim.quantity import parse_count, parse_duration
+    from ctwatch import logs
     from ctwatch.assess import Assessor, Thresholds
     from ctwatch.exposition import SnapshotCollector, new_registry
-    from ctwatch.watcher import Config, Watcher, log_event
+    from ctwatch.sources.cilium_metrics import check_url
+    from ctwatch.watcher import Config, Watcher
 
+    try:
+        logs.configure(log_level, log_format)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    warning, critical = parse_ratios(warning_ratio, critical_ratio)
     thresholds = Thresholds(
-        burst=parse_count(burst, "--burst", minimum=1),
-        deadline_s=parse_duration(deadline, "--deadline"),
-        warning_ratio=parse_float(warning_ratio, "--warning-ratio", low=0.0, high=10.0),
-        critical_ratio=parse_float(critical_ratio, "--critical-ratio", low=0.0, high=10.0),
+        burst=parse_count(burst, "--burst", minimum=1, maximum=100_000),
+        deadline_s=parse_duration(deadline, "--deadline", minimum=1.0, maximum=86400.0),
+        warning_ratio=warning,
+        critical_ratio=critical,
     )
     if rate is not None:
-        fallback, fallback_source = float(parse_count(rate, "--rate", minimum=1)), "configured"
+        fallback, fallback_source = float(parse_count(rate, "--rate", minimum=1, maximum=10**10)), "configured"
     elif calibration is not None:
         fallback, fallback_source = load(calibration).per_entry_entries_per_s, "calibrated"
     else:
         fallback, fallback_source = PUBLISHED_ENTRIES_PER_S, "published"
+    nf_on, bpf_on, cilium_on = (_enabled(f, disable_defaults) for f in (nf, bpf, cilium))
+    if cilium_on and (problem := check_url(metrics_url)):
+        raise InputError(f"--cilium.metrics-url: {problem}")
+    if not procfs.strip():
+        raise InputError("--path.procfs: empty path")
     config = Config(
         procfs=procfs,
         bpffs=bpffs,
         netns=netns,
         metrics_url=metrics_url,
-        metrics_timeout_s=parse_duration(metrics_timeout, "--cilium.metrics-timeout"),
-        bpf_sample_budget_s=parse_duration(sample_budget, "--bpf.sample-budget", allow_zero=True),
-        enable_nf_conntrack=nf,
-        enable_bpf=bpf,
-        enable_cilium_metrics=cilium,
+        metrics_timeout_s=parse_duration(metrics_timeout, "--cilium.metrics-timeout", minimum=0.01, maximum=60.0),
+        bpf_sample_budget_s=parse_duration(sample_budget, "--bpf.sample-budget", allow_zero=True, maximum=1.0),
+        enable_nf_conntrack=nf_on,
+        enable_bpf=bpf_on,
+        enable_cilium_metrics=cilium_on,
     )
-    period = parse_duration(interval, "--interval")
+    period = parse_duration(interval, "--interval", minimum=MIN_INTERVAL, maximum=86400.0)
     host, port = parse_listen(listen)
-    watcher = Watcher(config, Assessor(thresholds, fallback, fallback_source))
-    enabled = tuple(n for n, on in (("nf_conntrack", nf), ("bpf", bpf), ("cilium_metrics", cilium)) if on)
+    if textfile is not None:
+        check_writable(textfile, "--textfile")
+    pinned = rate is not None or calibration is not None
+    watcher = Watcher(config, Assessor(thresholds, fallback, fallback_source, pinned=pinned))
+    enabled = tuple(n for n, on in zip(SOURCES, (nf_on, bpf_on, cilium_on), strict=True) if on)
     collector = SnapshotCollector(thresholds, enabled)
-    registry = new_registry(collector)
+    _run(watcher, collector, new_registry(collector, process=True), once, textfile, host, port, listen, period,
+         max_requests)  # fmt: skip
+
+
+def _run(watcher, collector, registry, once, textfile, host, port, listen, period, max_requests) -> None:  # type: ignore[no-untyped-def]
+    """Collect once and print, or serve and collect every ``period`` until SIGTERM."""
+    from prometheus_client import generate_latest, write_to_textfile
+
+    from ctwatch.logs import log_event
+    from ctwatch.web import serve
 
     if once:
         collector.update(watcher.collect())
@@ -111,22 +182,69 @@ def main_command(
             write_to_textfile(textfile, registry)
         sys.stdout.write(generate_latest(registry).decode())
         return
-
     try:
-        start_http_server(port, addr=host, registry=registry)
+        server = serve(host, port, registry, lambda: collector.healthy, max_requests)
     except OSError as exc:
         raise InputError(f"--web.listen-address: cannot listen on {listen}: {exc.strerror or exc}") from None
-    log_event("listening", address=listen, interval_s=period, sources=list(enabled))
+    log_event("listening", address=listen, interval_s=period, sources=list(collector.enabled))
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    while not stop.is_set():
-        collector.update(watcher.collect())
-        if textfile:
-            try:
-                write_to_textfile(textfile, registry)  # atomic: a temp file, then rename
-            except OSError as exc:
-                log_event("textfile write failed", path=textfile, error=str(exc))
-        stop.wait(period)
+    textfile_failing = False
+    try:
+        while not stop.is_set():
+            collector.update(watcher.collect())
+            if textfile:
+                try:
+                    write_to_textfile(textfile, registry)  # atomic: a temp file, then rename
+                    if textfile_failing:
+                        log_event("textfile written again", path=textfile)
+                    textfile_failing = False
+                except OSError as exc:
+                    if not textfile_failing:
+                        log_event("textfile write failed", level="warn", path=textfile, error=str(exc))
+                    textfile_failing = True
+            stop.wait(period)
+    finally:
+        server.shutdown()
+
+
+@app.command()
+def rules(
+    warning_ratio: Annotated[str, typer.Option("--warning-ratio", help="As ctwatch runs with.")] = "0.5",
+    critical_ratio: Annotated[str, typer.Option("--critical-ratio", help="As ctwatch runs with.")] = "1.0",
+    source_down_for: Annotated[
+        str, typer.Option("--source-down-for", help="Alert when a source stays down this long.")
+    ] = "10m",
+    stale_after: Annotated[
+        str, typer.Option("--stale-after", help="Alert when a kept projection is older than this.")
+    ] = "15m",
+    job: Annotated[str, typer.Option("--job", help="Prometheus job label of the ctwatch targets.")] = "ctwatch",
+    runbook_base: Annotated[
+        str, typer.Option("--runbook-base", help="Where docs/watchdog.md is served (runbook_url prefix).")
+    ] = "docs/watchdog.md",
+    fmt: Annotated[str, typer.Option("--format", help="rules (a rule file) or prometheusrule.")] = "rules",
+) -> None:
+    """Print the alerting rules for these thresholds (redirect to a .yml file)."""
+    import shlex
+
+    from ctsim.quantity import parse_duration
+    from ctwatch.rules import RuleSettings, render
+
+    if fmt not in ("rules", "prometheusrule"):
+        raise InputError(f"--format: rules or prometheusrule, got {fmt!r}")
+    if not job.strip() or '"' in job or "\\" in job:
+        raise InputError(f"--job: not a usable job label: {job!r}")
+    warning, critical = parse_ratios(warning_ratio, critical_ratio)
+    settings = RuleSettings(
+        warning_ratio=warning,
+        critical_ratio=critical,
+        source_down_for=parse_duration(source_down_for, "--source-down-for", minimum=60.0, maximum=86400.0),
+        stale_after=parse_duration(stale_after, "--stale-after", minimum=60.0, maximum=86400.0),
+        job=job,
+        runbook_base=runbook_base,
+    )
+    args = " ".join(shlex.quote(a) for a in sys.argv[2:])
+    sys.stdout.write(render(settings, fmt, f" {args}" if args else ""))
 
 
 def main() -> None:

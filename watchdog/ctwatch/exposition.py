@@ -10,7 +10,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 
-from prometheus_client.core import GaugeMetricFamily, InfoMetricFamily
+from prometheus_client import PLATFORM_COLLECTOR, PROCESS_COLLECTOR
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from ctwatch import __version__
@@ -33,7 +34,12 @@ class SnapshotCollector(Collector):
         with self._lock:
             self._snapshot = snapshot
 
-    def collect(self) -> Iterator[GaugeMetricFamily | InfoMetricFamily]:
+    @property
+    def healthy(self) -> bool:
+        """A collection has run (what /healthz reports)."""
+        return self._snapshot is not None
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily | InfoMetricFamily]:
         with self._lock:
             snap = self._snapshot
         t = self.thresholds
@@ -57,9 +63,19 @@ class SnapshotCollector(Collector):
                 took.add_metric([name], result.duration_s)
         yield up
         yield took
-        yield GaugeMetricFamily(
-            "ctwatch_cycle_cpu_seconds", "CPU time ctwatch spent on its last collection cycle.", value=snap.cycle_cpu_s
+        last = GaugeMetricFamily(
+            "ctwatch_last_success_timestamp_seconds",
+            "When the source last answered (unix time): how stale its readings are.",
+            labels=["source"],
         )
+        for name in self.enabled:
+            if name in snap.last_success:
+                last.add_metric([name], snap.last_success[name])
+        yield last
+        yield CounterMetricFamily(
+            "ctwatch_cycle_cpu_seconds", "CPU time ctwatch spent on collection cycles.", value=snap.cpu_total_s
+        )
+        yield CounterMetricFamily("ctwatch_cycles", "Collection cycles run.", value=snap.cycles_total)
 
         labels = ["source", "family", "map"]
         entries = GaugeMetricFamily("ctwatch_entries", "Entries present in the table.", labels=labels)
@@ -112,7 +128,17 @@ class SnapshotCollector(Collector):
             labels=fam,
         )
         level = GaugeMetricFamily("ctwatch_level", "0 ok, 1 warning, 2 critical.", labels=fam)
+        samples = GaugeMetricFamily(
+            "ctwatch_walk_rate_samples", "Measured samples behind the walk rate (0: not measured).", labels=fam
+        )
+        age = GaugeMetricFamily(
+            "ctwatch_projection_age_seconds",
+            "0 when this cycle computed the projection; else the age of the last good one, kept while sources fail.",
+            labels=fam,
+        )
         for f in snap.families:
+            samples.add_metric([f.family], f.rate_samples)
+            age.add_metric([f.family], f.age_s)
             rate.add_metric([f.family, f.rate_source], f.rate)
             walk.add_metric([f.family], f.walk_seconds)
             burst.add_metric([f.family], f.burst_seconds)
@@ -120,10 +146,14 @@ class SnapshotCollector(Collector):
             safe.add_metric([f.family], f.safe_burst)
             eta.add_metric([f.family], f.seconds_until_deadline)
             level.add_metric([f.family], f.level)
-        yield from (rate, walk, burst, ratio, safe, eta, level)
+        yield from (rate, samples, walk, burst, ratio, safe, eta, level, age)
 
 
-def new_registry(collector: SnapshotCollector) -> CollectorRegistry:
+def new_registry(collector: SnapshotCollector, process: bool = False) -> CollectorRegistry:
+    """The page: ctwatch's collector, and with ``process`` the process_* and python_* metrics."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector)
+    if process:
+        registry.register(PROCESS_COLLECTOR)
+        registry.register(PLATFORM_COLLECTOR)
     return registry

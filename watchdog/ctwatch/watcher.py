@@ -7,25 +7,15 @@ changes are logged as one structured line.
 
 from __future__ import annotations
 
-import json
-import logging
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ctwatch.assess import LEVELS, Assessor, FamilyAssessment
+from ctwatch.logs import log_event
 from ctwatch.readings import FAMILY_OF_MAP, SourceResult
 from ctwatch.sources import bpf as bpf_source
 from ctwatch.sources import cilium_metrics, nf_conntrack
-
-log = logging.getLogger("ctwatch")
-
-
-def log_event(msg: str, **fields: object) -> None:
-    """One JSON object per line on stderr: what changed, never a heartbeat."""
-    record = {"ts": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "msg": msg, **fields}
-    print(json.dumps(record, sort_keys=True, default=str), file=sys.stderr, flush=True)
 
 
 @dataclass
@@ -46,6 +36,9 @@ class Snapshot:
     results: dict[str, SourceResult]
     families: list[FamilyAssessment]
     cycle_cpu_s: float
+    cpu_total_s: float = 0.0  # every cycle's CPU so far: a counter
+    cycles_total: int = 0
+    last_success: dict[str, float] = field(default_factory=dict)  # source -> unix time of its last answer
 
 
 @dataclass
@@ -55,7 +48,11 @@ class Watcher:
     timer: Callable[[], float] = time.perf_counter  # source durations
     clock: Callable[[], float] = time.monotonic  # growth history
     cpu_timer: Callable[[], float] = time.process_time  # cost per cycle
+    wall_clock: Callable[[], float] = time.time  # last-success timestamps
     _bpf: bpf_source.BPFSource = field(init=False)
+    _last_success: dict[str, float] = field(default_factory=dict)
+    _cpu_total: float = 0.0
+    _cycles: int = 0
     _down: dict[str, str] = field(default_factory=dict)
     _levels: dict[str, int] = field(default_factory=dict)
 
@@ -70,6 +67,8 @@ class Watcher:
         except Exception as exc:  # a source fails alone, whatever the reason
             result = SourceResult(source=name, up=False, duration_s=0.0, error=f"{type(exc).__name__}: {exc}")
         result.duration_s = self.timer() - start
+        if result.up:
+            self._last_success[name] = self.wall_clock()
         self._log_transition(result)
         return result
 
@@ -77,7 +76,7 @@ class Watcher:
         was_down = result.source in self._down
         if not result.up and not was_down:
             self._down[result.source] = result.error
-            log_event("source down", source=result.source, error=result.error)
+            log_event("source down", level="warn", source=result.source, error=result.error)
         elif result.up and was_down:
             del self._down[result.source]
             log_event("source up", source=result.source)
@@ -108,7 +107,10 @@ class Watcher:
             results["bpf"] = self._run(bpf_source.NAME, bpf)
         families = self.assessor.assess(self.clock(), results)
         self._log_levels(families)
-        return Snapshot(results, families, self.cpu_timer() - cpu_start)
+        cycle = self.cpu_timer() - cpu_start
+        self._cpu_total += cycle
+        self._cycles += 1
+        return Snapshot(results, families, cycle, self._cpu_total, self._cycles, dict(self._last_success))
 
     def _log_levels(self, families: list[FamilyAssessment]) -> None:
         for f in families:

@@ -4,7 +4,9 @@
 means walking (a BPF map keeps no element count): by ``BPF_MAP_LOOKUP_BATCH``
 in bounded memory, and only as often as a CPU budget allows, because on a
 16Mi map a count costs seconds of CPU. The walk rate is timed on a short,
-bounded sample of ``get_next_key`` + ``lookup``, never the whole map.
+bounded sample of ``get_next_key`` + ``lookup``, never the whole map, in the
+walking thread's CPU time: a busy node stretches the wall time of a sample,
+not its CPU time, so the rate does not drop because other work ran.
 """
 
 from __future__ import annotations
@@ -89,12 +91,19 @@ class BPFSource:
         return entries
 
     def _sample_rate(self, m: BPFMap) -> float | None:
-        """Entries/s of get_next_key + lookup, timed for at most ``sample_budget_s``."""
-        walked, start = 0, time.perf_counter()
-        deadline = start + self.sample_budget_s
+        """Entries per CPU second of get_next_key + lookup, for at most ``sample_budget_s`` of CPU.
+
+        A wall-clock bound of ten budgets stops a sample that a starved
+        thread cannot finish; fewer than 256 entries are no sample.
+        """
+        walked = 0
+        cpu_start, wall_start = time.thread_time(), time.perf_counter()
+        wall_limit = wall_start + 10 * self.sample_budget_s
         for _ in m.walk():
             walked += 1
-            if walked % 64 == 0 and time.perf_counter() >= deadline:
+            if walked % 64 == 0 and (
+                time.thread_time() - cpu_start >= self.sample_budget_s or time.perf_counter() >= wall_limit
+            ):
                 break
-        elapsed = time.perf_counter() - start
-        return walked / elapsed if walked >= 64 and elapsed > 0 else None
+        cpu = time.thread_time() - cpu_start
+        return walked / cpu if walked >= 256 and cpu > 0 else None

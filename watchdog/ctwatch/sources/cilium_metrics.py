@@ -7,6 +7,7 @@ entry count for free. The GC interval metric exists from 1.18 on (v1.18.0-pre.1)
 
 from __future__ import annotations
 
+import urllib.parse
 import urllib.request
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -25,8 +26,50 @@ class BadMetrics(Exception):
     """The page is not a Prometheus exposition, or has nothing we can use."""
 
 
+SCHEMES = ("http", "https")
+
+
+class _HTTPOnlyRedirects(urllib.request.HTTPRedirectHandler):
+    """Follows redirects only to http(s): the agent's page never points at a file."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):  # type: ignore[no-untyped-def]
+        if urllib.parse.urlsplit(newurl).scheme not in SCHEMES:
+            raise BadMetrics(f"refusing a redirect to {urllib.parse.urlsplit(newurl).scheme}:")
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+def _opener() -> urllib.request.OpenerDirector:
+    """Only HTTP and HTTPS: no file://, ftp:// or data: handlers at all."""
+    opener = urllib.request.OpenerDirector()
+    for handler in (
+        urllib.request.HTTPHandler(),
+        urllib.request.HTTPSHandler(),
+        _HTTPOnlyRedirects(),
+        urllib.request.HTTPDefaultErrorHandler(),
+        urllib.request.HTTPErrorProcessor(),
+    ):
+        opener.add_handler(handler)
+    return opener
+
+
+_OPENER = _opener()
+
+
+def check_url(url: str) -> str | None:
+    """None if ``url`` may be fetched, else why not."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in SCHEMES:
+        return f"only http:// or https:// URLs are fetched, got {url!r}"
+    if not parts.hostname:
+        return f"no host in {url!r}"
+    return None
+
+
 def fetch(url: str, timeout_s: float) -> str:
-    with urllib.request.urlopen(url, timeout=timeout_s) as response:
+    problem = check_url(url)
+    if problem:
+        raise BadMetrics(problem)
+    with _OPENER.open(url, timeout=timeout_s) as response:
         body = response.read(16 << 20)
     return body.decode("utf-8", errors="strict")
 

@@ -1,0 +1,179 @@
+"""ctwatch's alerting rules, generated from one place so their thresholds are the flags'.
+
+``ctwatch rules`` prints them (plain rule file, or a PrometheusRule for the
+Prometheus Operator); ``watchdog/deploy/`` ships that output with the
+defaults, and a test keeps them equal. Every alert links its runbook section
+in docs/watchdog.md.
+
+The alerts never go silent because data vanished: ctwatch keeps exporting a
+family's last good projection while its sources fail (with
+``ctwatch_projection_age_seconds``), so a firing critical keeps firing; a
+source down, a stale projection, and ctwatch itself down or absent each
+alert of their own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from ctsim.quantity import format_duration
+
+RUNBOOK = "docs/watchdog.md"
+
+
+@dataclass(frozen=True)
+class RuleSettings:
+    warning_ratio: float = 0.5
+    critical_ratio: float = 1.0
+    source_down_for: float = 600.0  # seconds
+    stale_after: float = 900.0  # seconds a kept projection may age before it alerts
+    job: str = "ctwatch"
+    runbook_base: str = RUNBOOK
+
+
+def _anchor(alert: str) -> str:
+    """The GitHub anchor of a ``### Alert`` heading."""
+    return alert.lower()
+
+
+def _rule(
+    s: RuleSettings, alert: str, expr: str, for_s: float, severity: str, summary: str, description: str
+) -> dict[str, Any]:
+    return {
+        "alert": alert,
+        "expr": expr,
+        "for": _prom_duration(for_s),
+        "labels": {"severity": severity},
+        "annotations": {
+            "summary": summary,
+            "description": description,
+            "runbook_url": f"{s.runbook_base}#{_anchor(alert)}",
+        },
+    }
+
+
+def _prom_duration(seconds: float) -> str:
+    whole = int(seconds)
+    if whole % 3600 == 0:
+        return f"{whole // 3600}h"
+    if whole % 60 == 0:
+        return f"{whole // 60}m"
+    return f"{whole}s"
+
+
+def _pct(ratio: float) -> str:
+    return f"{ratio * 100:g} %"
+
+
+def groups(s: RuleSettings) -> list[dict[str, Any]]:
+    job = f'job="{s.job}"'
+    rules = [
+        _rule(
+            s,
+            "CtwatchScrubBurstNearDeadline",
+            f"ctwatch_burst_deadline_ratio >= {s.warning_ratio:g}",
+            600,
+            "warning",
+            "A burst of pod creates would use {{ $value | humanizePercentage }} of the CNI deadline",
+            "On {{ $labels.instance }} ({{ $labels.family }}) a burst of pods queued on the CT lock is projected "
+            f"to take {{{{ $value | humanizePercentage }}}} of the CNI deadline "
+            f"(warning from {_pct(s.warning_ratio)}). Shorten conntrack-gc-interval (e.g. 60s) "
+            "or cap the CT map before pods start timing out.",
+        ),
+        _rule(
+            s,
+            "CtwatchScrubBurstExceedsDeadline",
+            f"ctwatch_burst_deadline_ratio >= {s.critical_ratio:g}",
+            120,
+            "critical",
+            "Pod creates in a burst will time out behind conntrack scrubs",
+            "On {{ $labels.instance }} ({{ $labels.family }}) a burst of pods queued on the CT lock is projected "
+            f"to take {{{{ $value | humanizePercentage }}}} of the CNI deadline (critical from "
+            f'{_pct(s.critical_ratio)}): creates will fail with "Cilium API client timeout exceeded" '
+            "and may not recover.",
+        ),
+        _rule(
+            s,
+            "CtwatchScrubWillOutgrowDeadline",
+            f"ctwatch_seconds_until_deadline < 6 * 3600 and ctwatch_burst_deadline_ratio < {s.critical_ratio:g}",
+            900,
+            "warning",
+            "At its current growth the CT table reaches the deadline in {{ $value | humanizeDuration }}",
+            "On {{ $labels.instance }} ({{ $labels.family }}) the conntrack table grows fast enough that a burst "
+            "of pod creates will outlast the CNI deadline within {{ $value | humanizeDuration }}.",
+        ),
+        _rule(
+            s,
+            "CtwatchSourceDown",
+            "ctwatch_source_up == 0",
+            s.source_down_for,
+            "warning",
+            "ctwatch cannot read {{ $labels.source }} on {{ $labels.instance }}",
+            f"For {format_duration(s.source_down_for)} or more. ctwatch keeps serving the other sources and the "
+            "last good projection; see its log for the reason.",
+        ),
+        _rule(
+            s,
+            "CtwatchProjectionStale",
+            f"ctwatch_projection_age_seconds > {s.stale_after:g}",
+            0,
+            "warning",
+            "ctwatch's projection for {{ $labels.family }} on {{ $labels.instance }} "
+            "is {{ $value | humanizeDuration }} old",
+            "No source has counted this family's CT maps since then; the levels shown are the last good ones.",
+        ),
+        _rule(
+            s,
+            "CtwatchDown",
+            f"up{{{job}}} == 0",
+            300,
+            "warning",
+            "Prometheus cannot scrape ctwatch on {{ $labels.instance }}",
+            "Nothing warns of conntrack scrubs on this node while ctwatch is down.",
+        ),
+        _rule(
+            s,
+            "CtwatchAbsent",
+            f"absent(up{{{job}}})",
+            900,
+            "warning",
+            f"No ctwatch target (job {s.job}) is being scraped",
+            "ctwatch is not deployed, or Prometheus lost its targets: no node is watched for scrub stalls.",
+        ),
+    ]
+    for rule in rules:
+        if rule["for"] in ("0s", "0m", "0h"):
+            del rule["for"]
+    return [{"name": "ctwatch", "rules": rules}]
+
+
+def alerts(s: RuleSettings | None = None) -> list[str]:
+    return [r["alert"] for g in groups(s or RuleSettings()) for r in g["rules"]]
+
+
+HEADER = """\
+# Prometheus alerting rules for ctwatch, generated by `ctwatch rules{args}`.
+# Regenerate with your thresholds rather than editing: they must match the
+# --warning-ratio/--critical-ratio ctwatch runs with. Runbooks: docs/watchdog.md.
+"""
+
+
+def render(s: RuleSettings, fmt: str = "rules", args: str = "") -> str:
+    """The rule file (``rules``) or the Prometheus Operator's PrometheusRule (``prometheusrule``)."""
+    doc: dict[str, Any] = {"groups": groups(s)}
+    if fmt == "prometheusrule":
+        doc = {
+            "apiVersion": "monitoring.coreos.com/v1",
+            "kind": "PrometheusRule",
+            "metadata": {
+                "name": "ctwatch",
+                "namespace": "kube-system",
+                "labels": {"app.kubernetes.io/name": "ctwatch", "app.kubernetes.io/part-of": "ctsim"},
+            },
+            "spec": doc,
+        }
+    body = yaml.safe_dump(doc, sort_keys=False, width=120, allow_unicode=True)
+    return HEADER.format(args=args) + body
