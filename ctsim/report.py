@@ -211,7 +211,8 @@ def render_emulation(report: dict, console: Console | None = None) -> None:
     if e["walks_overran"]:
         console.print(
             f"[bold red]{e['walks_overran']} real walk(s) outlasted their paced time by more than 2 % of the "
-            f"deadline[/bold red] (up to {e['max_overrun_s'] * 1e3:.0f} ms): the machine was too busy for this emulation"
+            f"deadline[/bold red] (up to {e['max_overrun_s'] * 1e3:.0f} ms): the machine was too busy for this "
+            "emulation"
         )
     console.print(
         f"Mismatched pods: [bold]{report['mismatched_pods']}[/bold] of {len(report['pods'])}; latency error "
