@@ -8,6 +8,7 @@ pass by skipping.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import uuid
 
@@ -37,3 +38,13 @@ def need_netns() -> None:
     if made.returncode != 0:
         _refused(f"cannot create a network namespace: {made.stderr.strip() or made.returncode}")
     subprocess.run(["ip", "netns", "del", name], check=False)
+
+
+def need_binary(name: str) -> str:
+    """A real tool the test drives (promtool, node_exporter, kubectl): skip without it, fail under CI."""
+    path = shutil.which(name)
+    if path is None:
+        if REQUIRED:
+            pytest.fail(f"{name} is not installed (.ci/run installs it)")
+        pytest.skip(f"{name} is not installed")
+    return path

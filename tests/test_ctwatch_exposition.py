@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -11,7 +10,6 @@ import tracemalloc
 import urllib.request
 from pathlib import Path
 
-import pytest
 import yaml
 from ctwatch.assess import Assessor, Thresholds
 from ctwatch.exposition import SnapshotCollector, new_registry
@@ -19,19 +17,10 @@ from ctwatch.watcher import Config, Watcher
 from prometheus_client import generate_latest
 
 from .ctwatch_env import FIXTURES, bpffs, copy_procfs, free_port, http_server, pin_ct_map, serve_text
-from .kernel import REQUIRED
+from .kernel import need_binary
 
 DEPLOY = Path(__file__).parents[1] / "watchdog" / "deploy"
 GOLDEN = FIXTURES / "ctwatch-golden.prom"
-
-
-def need_binary(name: str) -> str:
-    path = shutil.which(name)
-    if path is None:
-        if REQUIRED:
-            pytest.fail(f"{name} is not installed (.ci/run installs it)")
-        pytest.skip(f"{name} is not installed")
-    return path
 
 
 def test_the_whole_metrics_page_matches_the_golden_file(tmp_path: Path) -> None:
