@@ -4,23 +4,27 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import statistics
 import sys
 import time
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from ctsim.errors import InputError, run_cli
 from ctsim.files import check_writable, write_atomic
 from ctsim.options import Str, scenario_options
-from ctsim.scenario import Scenario
+
+if TYPE_CHECKING:
+    from ctsim.scenario import Scenario
 
 app = typer.Typer(
     help="Model Cilium's conntrack GC drift and the scrub convoy that stalls pod start-up.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # Plain (click-style) help: rendering it with rich imports rich.markdown and friends, twice the
+    # cost of the help itself; the report still uses rich.
+    rich_markup_mode=None,
 )
 
 
@@ -77,6 +81,8 @@ def emulate(
         real_rate, delete_s, how = c.per_entry_entries_per_s, c.delete_seconds_per_entry, c.describe("per-entry")
     else:
         with cal.new_ct_map(1 << 18, cal.KEY_SIZES["ipv4"]) as m:
+            import statistics
+
             real_rate = statistics.median(cal.per_entry_rate(m) for _ in range(3))
             delete_s = cal.delete_seconds(m, cal.KEY_SIZES["ipv4"], 20_000)
         how = "measured now on a 256Ki map (pass --calibration to use a calibration file)"

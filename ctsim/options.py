@@ -18,62 +18,78 @@ import typer
 Str = Optional[str]  # noqa: UP045 - typer reads Optional at runtime
 
 
-def _opt(help_text: str) -> Any:
-    return typer.Option(help=help_text, rich_help_panel="Scenario")
+def _opt(help_text: str, metavar: str | None = None) -> Any:
+    return typer.Option(help=help_text, rich_help_panel="Scenario", metavar=metavar)
 
 
 # name → (annotation, default); names are resolve()'s keyword arguments.
 SCENARIO_FLAGS: dict[str, tuple[Any, Any]] = {
-    "entries": (Annotated[Str, _opt("Present CT entries at t=0 (16M, 16Mi, 262144).")], None),
-    "pods": (Annotated[str, _opt("Pods scheduled onto the node at once.")], "50"),
-    "max_entries": (Annotated[Str, _opt("CT map capacity (default: the preset's).")], None),
-    "expired_fraction": (Annotated[Str, _opt("Share of the t=0 entries already expired.")], None),
+    "entries": (Annotated[Str, _opt("Present CT entries at t=0 (16M, 16Mi, 262144).", "COUNT")], None),
+    "pods": (Annotated[str, _opt("Pods scheduled onto the node at once.", "COUNT")], "50"),
+    "max_entries": (Annotated[Str, _opt("CT map capacity (default: the preset's).", "COUNT")], None),
+    "expired_fraction": (Annotated[Str, _opt("Share of the t=0 entries already expired.", "FRACTION")], None),
     "ipv6_entries": (
-        Annotated[Str, _opt("Present IPv6 CT entries at t=0: makes the node dual-stack (IPv6 maps and lock).")],
+        Annotated[
+            Str, _opt("Present IPv6 CT entries at t=0: makes the node dual-stack (IPv6 maps and lock).", "COUNT")
+        ],
         None,
     ),
-    "ipv6_max_entries": (Annotated[Str, _opt("IPv6 CT map capacity (default: sized like IPv4).")], None),
+    "ipv6_max_entries": (Annotated[Str, _opt("IPv6 CT map capacity (default: sized like IPv4).", "COUNT")], None),
     "agent_state": (
         Annotated[
             str,
-            _opt("warm: agent up for days (skip-initial spent, GC drifted); fresh: just (re)started."),
+            _opt("warm: agent up for days (skip-initial spent, GC drifted); fresh: just (re)started.", "warm|fresh"),
         ],
         "warm",
     ),
-    "rate": (Annotated[Str, _opt("Walk rate, entries/s (default: the profile's published rate).")], None),
-    "churn": (Annotated[Str, _opt("New connections: 50000/min, or '50000/min for 8h, 500/min for 16h'.")], None),
-    "conn_duration": (Annotated[Str, _opt("How long each connection stays open.")], None),
-    "deadline": (Annotated[Str, _opt("cilium-cni's API client timeout (90s).")], None),
-    "gc_interval": (Annotated[str, _opt("conntrack-gc-interval: 'auto' (adaptive) or a duration.")], "auto"),
-    "gc_initial_interval": (Annotated[Str, _opt("Start a fresh agent with this GC interval (5m).")], None),
-    "gc_next_pass": (Annotated[Str, _opt("When the next GC pass starts.")], None),
-    "gc_max_interval": (Annotated[Str, _opt("conntrack-gc-max-interval.")], None),
+    "rate": (Annotated[Str, _opt("Walk rate, entries/s (default: the profile's published rate).", "ENTRIES/S")], None),
+    "churn": (
+        Annotated[Str, _opt("New connections: 50000/min, or '50000/min for 8h, 500/min for 16h'.", "RATE")],
+        None,
+    ),
+    "conn_duration": (Annotated[Str, _opt("How long each connection stays open.", "DURATION")], None),
+    "deadline": (Annotated[Str, _opt("cilium-cni's API client timeout (90s).", "DURATION")], None),
+    "gc_interval": (
+        Annotated[str, _opt("conntrack-gc-interval: 'auto' (adaptive) or a duration.", "auto|DURATION")],
+        "auto",
+    ),
+    "gc_initial_interval": (Annotated[Str, _opt("Start a fresh agent with this GC interval (5m).", "DURATION")], None),
+    "gc_next_pass": (Annotated[Str, _opt("When the next GC pass starts.", "DURATION")], None),
+    "gc_max_interval": (Annotated[Str, _opt("conntrack-gc-max-interval.", "DURATION")], None),
     "regeneration": (
         Annotated[
             Str,
-            typer.Option("--regeneration-time", help="Endpoint BPF compile and load time.", rich_help_panel="Scenario"),
+            typer.Option(
+                "--regeneration-time",
+                help="Endpoint BPF compile and load time.",
+                rich_help_panel="Scenario",
+                metavar="DURATION",
+            ),
         ],
         None,
     ),
-    "cores": (Annotated[Str, _opt("Node cores (build permits).")], None),
-    "node_memory": (Annotated[Str, _opt("Node memory for dynamic map sizing (2Ti).")], None),
-    "map_ratio": (Annotated[Str, _opt("bpf-map-dynamic-size-ratio (0.0025).")], None),
-    "horizon": (Annotated[Str, _opt("How much node time to simulate (1h).")], None),
-    "seed": (Annotated[int, _opt("Random seed: same seed, same result.")], 1),
-    "preset": (Annotated[Str, _opt("analytics (the incident, default) or standard.")], None),
+    "cores": (Annotated[Str, _opt("Node cores (build permits).", "COUNT")], None),
+    "node_memory": (Annotated[Str, _opt("Node memory for dynamic map sizing (2Ti).", "BYTES")], None),
+    "map_ratio": (Annotated[Str, _opt("bpf-map-dynamic-size-ratio (0.0025).", "RATIO")], None),
+    "horizon": (Annotated[Str, _opt("How much node time to simulate (1h).", "DURATION")], None),
+    "seed": (Annotated[int, _opt("Random seed: same seed, same result.", "INT")], 1),
+    "preset": (Annotated[Str, _opt("analytics (the incident, default) or standard.", "NAME")], None),
     "profile": (
-        Annotated[str, _opt("cilium-1.16, cilium-1.17 (per-entry walks) or cilium-1.18 (batched).")],
+        Annotated[str, _opt("cilium-1.16, cilium-1.17 (per-entry walks) or cilium-1.18 (batched).", "NAME")],
         "cilium-1.16",
     ),
-    "calibration": (Annotated[Str, _opt("Walk rates from `ctsim calibrate --output FILE`.")], None),
+    "calibration": (Annotated[Str, _opt("Walk rates from `ctsim calibrate --output FILE`.", "FILE")], None),
 }
 
 
 def scenario_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """Adds the scenario flags to ``command``, which receives ``scenario=Scenario``."""
-    from ctsim.scenario import resolve
+    """Adds the scenario flags to ``command``, which receives ``scenario=Scenario``.
 
-    hints = typing.get_type_hints(command, include_extras=True)  # real objects, not strings
+    The model is imported only when a command runs: ``ctsim --help`` and
+    flag errors never pay for it.
+    """
+    # Real objects, not strings; ``Scenario`` itself is only a name here (imported lazily).
+    hints = typing.get_type_hints(command, localns={"Scenario": object}, include_extras=True)
     own = [
         p.replace(kind=inspect.Parameter.KEYWORD_ONLY, annotation=hints[p.name])
         for p in inspect.signature(command).parameters.values()
@@ -86,6 +102,8 @@ def scenario_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(command)
     def wrapper(**kwargs: Any) -> Any:
+        from ctsim.scenario import resolve
+
         flags = {name: kwargs.pop(name) for name in SCENARIO_FLAGS}
         return command(scenario=resolve(**flags), **kwargs)
 

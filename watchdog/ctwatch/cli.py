@@ -15,7 +15,9 @@ import typer
 
 from ctsim.errors import InputError, run_cli
 
-app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, invoke_without_command=True)
+app = typer.Typer(
+    add_completion=False, pretty_exceptions_enable=False, invoke_without_command=True, rich_markup_mode=None
+)
 Str = Optional[str]  # noqa: UP045 - typer reads Optional at runtime
 DEFAULT_LISTEN = ":10962"  # outside 9100-9999, as Prometheus asks of new exporters
 MIN_INTERVAL = 1.0  # seconds between collections; faster only burns CPU
