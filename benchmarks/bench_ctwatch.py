@@ -71,11 +71,13 @@ def live_share(root: Path, window: float, metrics_url: str | None) -> tuple[floa
     port = free_port()
     args = [sys.executable, "-m", "ctwatch", "--path.bpffs", str(root), "--web.listen-address", f"127.0.0.1:{port}"]
     args += ["--cilium.metrics-url", metrics_url] if metrics_url else ["--no-collector.cilium_metrics"]
-    proc = subprocess.Popen(args, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(args, stderr=subprocess.PIPE, text=True)
     url = f"http://127.0.0.1:{port}/metrics"
     try:
         start_cpu = cpu_seconds(proc.pid)
         while True:  # wait for the first collection (it counts the map, unless the agent knows)
+            if proc.poll() is not None:
+                raise SystemExit(f"ctwatch exited with {proc.returncode}: {proc.stderr.read() if proc.stderr else ''}")
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as r:
                     if r.status == 200:

@@ -1,0 +1,42 @@
+"""Ctrl-C at a terminal: SIGINT to the whole process group, workers included; one line, exit 130."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from .kernel import need_bpf
+
+INTERRUPTED = ["ctsim: interrupted (what it had created is removed)"]
+
+
+def _ctrl_c_after(args: list[str], seconds: float) -> tuple[int, str]:
+    p = subprocess.Popen(
+        [sys.executable, "-m", "ctsim", *args],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as at a terminal, even under CI
+    )  # fmt: skip
+    time.sleep(seconds)
+    os.killpg(p.pid, signal.SIGINT)  # the terminal signals every process of the foreground group
+    _, err = p.communicate(timeout=60)
+    return p.returncode, err
+
+
+def test_ctrl_c_in_a_parallel_sweep_is_one_line() -> None:
+    rc, err = _ctrl_c_after(["sweep", "--grid", "entries=16Mi", "--grid", "pods=" + ",".join(map(str, range(400, 440))),
+                             "--processes", "2"], 3.0)  # fmt: skip
+    assert rc == 130, err
+    assert err.strip().splitlines() == INTERRUPTED
+
+
+def test_ctrl_c_in_emulate_is_one_line_and_leaves_no_walker() -> None:
+    need_bpf()
+    rc, err = _ctrl_c_after(["emulate", "--entries", "2M", "--rate", "100000", "--pods", "4", "--horizon", "10m"], 8.0)
+    assert rc == 130, err
+    assert err.strip().splitlines() == INTERRUPTED
+    time.sleep(0.5)
+    left = subprocess.run(["pgrep", "-f", "ctsim emulate"], capture_output=True, text=True, check=False)
+    assert left.stdout.strip() == "", left.stdout
