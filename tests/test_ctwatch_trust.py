@@ -194,3 +194,15 @@ def test_fifty_concurrent_scrapers_all_get_the_page(served: str) -> None:
     assert all(status == 200 for status, _ in results)
     latencies = sorted(t for _, t in results)
     assert statistics.quantiles(latencies, n=100)[98] < 1.0
+
+
+def test_a_level_change_is_logged_and_collection_goes_on(capsys: pytest.CaptureFixture[str]) -> None:
+    """A level change must log, never stop the watchdog (it once raised inside the logger)."""
+    with bpffs() as root:
+        pin_ct_map(root, "cilium_ct4_global", entries=100_000, max_entries=131_072)
+        config = Config(bpffs=str(root), enable_nf_conntrack=False, enable_cilium_metrics=False)
+        watcher = Watcher(config, Assessor(Thresholds(), 1_000.0, "configured", pinned=True))  # 100 s walks
+        first, second = watcher.collect(), watcher.collect()
+    assert first.families[0].level == second.families[0].level == 2
+    err = capsys.readouterr().err
+    assert err.count('msg="level changed"') == 1 and "to=critical" in err

@@ -36,7 +36,9 @@ def _logfmt_value(value: object) -> str:
 
 
 def log_event(msg: str, level: str = "info", **fields: object) -> None:
-    if LEVELS.index(level) < _Config.level:
+    """Never raises: a log line must not be what stops the watchdog."""
+    rank = LEVELS.index(level) if level in LEVELS else LEVELS.index("info")
+    if rank < _Config.level:
         return
     record = {"ts": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "level": level, "msg": msg, **fields}
     if _Config.format == "json":

@@ -118,8 +118,9 @@ class Watcher:
             if previous != f.level and not (previous is None and f.level == 0):
                 log_event(
                     "level changed",
+                    level="warn" if f.level > 0 else "info",
                     family=f.family,
-                    level=LEVELS[f.level],
+                    to=LEVELS[f.level],
                     previous=LEVELS[previous] if previous is not None else None,
                     entries=f.entries,
                     projected_burst_seconds=round(f.burst_seconds, 3),
