@@ -13,7 +13,6 @@ family's own.
 from __future__ import annotations
 
 import math
-import statistics
 from collections import deque
 from dataclasses import dataclass, field, replace
 
@@ -23,7 +22,7 @@ from ctwatch.readings import CT_MAPS, MapReading, SourceResult
 
 LEVELS = ("ok", "warning", "critical")
 GROWTH_WINDOW_S = 1800.0
-RATE_WINDOW = 20  # walk-rate samples per family; the median of these is the rate
+RATE_WINDOW = 20  # walk-rate samples per family; the second fastest of these is the rate
 HOLD_CYCLES = 3  # a new level must be seen this many cycles in a row before it is reported
 
 
@@ -59,7 +58,10 @@ class Assessor:
 
     ``pinned``: the fallback rate was given explicitly (``--rate`` or
     ``--calibration``) and wins over sampling. Otherwise the rate is the
-    median of the last ``RATE_WINDOW`` samples, so no single sample moves it.
+    second fastest of the last ``RATE_WINDOW`` samples: contention (even a
+    busy hyperthread sibling, which inflates CPU time too) only ever slows a
+    sample, so the fast end of the window is what the node walks at, and no
+    single sample, fast or slow, moves it.
     A level changes only after ``HOLD_CYCLES`` cycles agree. A family whose
     sources fail keeps its last good projection, with its age, so an alert
     that fires does not resolve because the data went away.
@@ -125,7 +127,8 @@ class Assessor:
         if bpf and bpf.up and family in bpf.walk_rates:
             window.append(bpf.walk_rates[family])
         if window:
-            return statistics.median(window), "measured", len(window)
+            fastest = sorted(window)
+            return fastest[-2] if len(fastest) > 1 else fastest[0], "measured", len(window)
         return self.fallback_rate, self.fallback_rate_source, 0
 
     def _level(self, family: str, raw: int) -> int:

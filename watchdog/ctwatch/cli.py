@@ -90,6 +90,9 @@ def main_command(
     max_requests: Annotated[
         int, typer.Option("--web.max-requests", min=0, help="Concurrent /metrics requests (0: no limit).")
     ] = 40,
+    web_config: Annotated[
+        Str, typer.Option("--web.config.file", help="TLS and basic auth, in the exporter-toolkit's format.")
+    ] = None,
     textfile: Annotated[
         Str, typer.Option("--textfile", help="Also write each collection here (node_exporter's textfile collector).")
     ] = None,
@@ -163,15 +166,18 @@ def main_command(
     host, port = parse_listen(listen)
     if textfile is not None:
         check_writable(textfile, "--textfile")
+    from ctwatch import webconfig
+
+    web = webconfig.load(web_config) if web_config is not None else None
     pinned = rate is not None or calibration is not None
     watcher = Watcher(config, Assessor(thresholds, fallback, fallback_source, pinned=pinned))
     enabled = tuple(n for n, on in zip(SOURCES, (nf_on, bpf_on, cilium_on), strict=True) if on)
     collector = SnapshotCollector(thresholds, enabled)
     _run(watcher, collector, new_registry(collector, process=True), once, textfile, host, port, listen, period,
-         max_requests)  # fmt: skip
+         max_requests, web)  # fmt: skip
 
 
-def _run(watcher, collector, registry, once, textfile, host, port, listen, period, max_requests) -> None:  # type: ignore[no-untyped-def]
+def _run(watcher, collector, registry, once, textfile, host, port, listen, period, max_requests, web) -> None:  # type: ignore[no-untyped-def]
     """Collect once and print, or serve and collect every ``period`` until SIGTERM."""
     from prometheus_client import generate_latest, write_to_textfile
 
@@ -185,7 +191,7 @@ def _run(watcher, collector, registry, once, textfile, host, port, listen, perio
         sys.stdout.write(generate_latest(registry).decode())
         return
     try:
-        server = serve(host, port, registry, lambda: collector.healthy, max_requests)
+        server = serve(host, port, registry, lambda: collector.healthy, max_requests, web)
     except OSError as exc:
         raise InputError(f"--web.listen-address: cannot listen on {listen}: {exc.strerror or exc}") from None
     log_event("listening", address=listen, interval_s=period, sources=list(collector.enabled))
