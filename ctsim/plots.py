@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ctsim.errors import InputError
+from ctsim.gc import CONNTRACK_GC_STARTING_INTERVAL
 from ctsim.quantity import format_count
 
 
@@ -62,7 +63,10 @@ def heatmap(rows: list[dict[str, Any]], x: str, y: str, value: str, path: str, t
 def drift_of(model: Any, result: Any, path: str, title: str = "") -> None:
     """``drift`` for a finished ``Model`` run with ``trace_every`` set."""
     s = model.scenario
-    intervals = [(0.0, s.gc_initial_interval)] + [(p.end * s.time_scale, p.interval_after) for p in result.gc.passes]
+    # A fresh agent has no cached interval yet: it acts on the 5m starting interval.
+    intervals = [(0.0, s.gc_initial_interval or CONNTRACK_GC_STARTING_INTERVAL)] + [
+        (p.end * s.time_scale, p.interval_after) for p in result.gc.passes
+    ]
     drift(model.trace, intervals, path, title)
 
 

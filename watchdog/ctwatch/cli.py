@@ -9,11 +9,19 @@ from __future__ import annotations
 import signal
 import sys
 import threading
-from typing import Annotated, Optional
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
 from ctsim.errors import InputError, run_cli
+
+if TYPE_CHECKING:
+    from prometheus_client.registry import CollectorRegistry
+
+    from ctwatch.exposition import SnapshotCollector
+    from ctwatch.watcher import Watcher
+    from ctwatch.webconfig import WebConfig
 
 app = typer.Typer(
     add_completion=False, pretty_exceptions_enable=False, invoke_without_command=True, rich_markup_mode=None
@@ -173,17 +181,32 @@ def main_command(
     watcher = Watcher(config, Assessor(thresholds, fallback, fallback_source, pinned=pinned))
     enabled = tuple(n for n, on in zip(SOURCES, (nf_on, bpf_on, cilium_on), strict=True) if on)
     collector = SnapshotCollector(thresholds, enabled)
-    _run(watcher, collector, new_registry(collector, process=True), once, textfile, host, port, listen, period,
-         max_requests, web)  # fmt: skip
+    serving = Serving(listen, host, port, period, max_requests, web, textfile, once)
+    _run(watcher, collector, new_registry(collector, process=True), serving)
 
 
-def _run(watcher, collector, registry, once, textfile, host, port, listen, period, max_requests, web) -> None:  # type: ignore[no-untyped-def]
+@dataclass(frozen=True)
+class Serving:
+    """How the exporter runs, from the flags."""
+
+    listen: str
+    host: str
+    port: int
+    period: float
+    max_requests: int
+    web: WebConfig | None
+    textfile: str | None
+    once: bool
+
+
+def _run(watcher: Watcher, collector: SnapshotCollector, registry: CollectorRegistry, serving: Serving) -> None:
     """Collect once and print, or serve and collect every ``period`` until SIGTERM."""
     from prometheus_client import generate_latest, write_to_textfile
 
     from ctwatch.logs import log_event
     from ctwatch.web import serve
 
+    once, textfile, listen, period = serving.once, serving.textfile, serving.listen, serving.period
     if once:
         collector.update(watcher.collect())
         if textfile:
@@ -191,7 +214,9 @@ def _run(watcher, collector, registry, once, textfile, host, port, listen, perio
         sys.stdout.write(generate_latest(registry).decode())
         return
     try:
-        server = serve(host, port, registry, lambda: collector.healthy, max_requests, web)
+        server = serve(
+            serving.host, serving.port, registry, lambda: collector.healthy, serving.max_requests, serving.web
+        )
     except OSError as exc:
         raise InputError(f"--web.listen-address: cannot listen on {listen}: {exc.strerror or exc}") from None
     log_event("listening", address=listen, interval_s=period, sources=list(collector.enabled))
