@@ -182,15 +182,18 @@ def resolve(
                 f"--ipv6-max-entries: {v6_tcp_max:,} exceeds Cilium's limit of {LIMIT_TABLE_MAX:,} (LimitTableMax)"
             )
     if v6_entries is not None and v6_entries > v6_tcp_max:
-        if ipv6_max_entries is not None:
-            raise InputError(
-                f"--ipv6-entries: {v6_entries:,} entries do not fit a map of {v6_tcp_max:,} (--ipv6-max-entries)"
+        if ipv6_max_entries is not None:  # as for IPv4: a capped map holds what fits
+            notes.append(
+                f"an IPv6 map of {v6_tcp_max:,} holds at most {v6_tcp_max:,} entries: --ipv6-entries "
+                f"{v6_entries:,} is clamped to it (LRU evicts the rest)"
             )
-        if v6_entries > LIMIT_TABLE_MAX:
+            v6_entries = v6_tcp_max
+        elif v6_entries > LIMIT_TABLE_MAX:
             raise InputError(
                 f"--ipv6-entries: {v6_entries:,} exceeds Cilium's CT map limit of {LIMIT_TABLE_MAX:,} (LimitTableMax)"
             )
-        v6_tcp_max = v6_entries  # as for IPv4: the map is at least as large as what it holds
+        else:
+            v6_tcp_max = v6_entries  # as for IPv4: the map is at least as large as what it holds
     if agent_state not in AGENT_STATES:
         raise InputError(f"--agent-state: must be warm or fresh, got {agent_state!r}")
 

@@ -35,8 +35,11 @@ def test_ipv4_only_has_one_family() -> None:
 def test_ipv6_max_entries_and_its_checks() -> None:
     s = resolve(entries="1M", ipv6_entries="1M", ipv6_max_entries="2Mi")
     assert s.ipv6_max_entries == 2 * 2**20
+    capped = resolve(entries="1M", ipv6_entries="3M", ipv6_max_entries="2Mi")
+    assert capped.ipv6_entries == capped.ipv6_max_entries == 2 * 2**20
+    assert any("clamped" in note for note in capped.notes)
     with pytest.raises(InputError, match="--ipv6-entries"):
-        resolve(entries="1M", ipv6_entries="3M", ipv6_max_entries="2Mi")
+        resolve(entries="1M", ipv6_entries="20M")
     with pytest.raises(InputError, match="--ipv6-max-entries"):
         resolve(entries="1M", ipv6_max_entries="2Mi")
 
