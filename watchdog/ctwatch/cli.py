@@ -32,6 +32,13 @@ MIN_INTERVAL = 1.0  # seconds between collections; faster only burns CPU
 SOURCES = ("nf_conntrack", "bpf", "cilium_metrics")
 
 
+# The thresholds ctwatch runs with, and the rules generated for them, take the same flags.
+WarningRatio = Annotated[
+    str, typer.Option("--warning-ratio", help="Warn when the burst projection passes this share of the deadline.")
+]
+CriticalRatio = Annotated[str, typer.Option("--critical-ratio", help="Critical from this share of the deadline.")]
+
+
 def parse_listen(address: str) -> tuple[str, int]:
     host, sep, port = address.rpartition(":")
     if not sep or not port.isdigit() or not 0 < int(port) < 65536:
@@ -112,12 +119,8 @@ def main_command(
     calibration: Annotated[
         Str, typer.Option("--calibration", help="Walk rate from `ctsim calibrate`: used instead of sampling.")
     ] = None,
-    warning_ratio: Annotated[
-        str, typer.Option("--warning-ratio", help="Warn when the burst projection passes this share of the deadline.")
-    ] = "0.5",
-    critical_ratio: Annotated[
-        str, typer.Option("--critical-ratio", help="Critical from this share of the deadline.")
-    ] = "1.0",
+    warning_ratio: WarningRatio = "0.5",
+    critical_ratio: CriticalRatio = "1.0",
     log_level: Annotated[str, typer.Option("--log.level", help="debug, info, warn or error.")] = "info",
     log_format: Annotated[str, typer.Option("--log.format", help="logfmt or json.")] = "logfmt",
     version: Annotated[
@@ -243,8 +246,8 @@ def _run(watcher: Watcher, collector: SnapshotCollector, registry: CollectorRegi
 
 @app.command()
 def rules(
-    warning_ratio: Annotated[str, typer.Option("--warning-ratio", help="As ctwatch runs with.")] = "0.5",
-    critical_ratio: Annotated[str, typer.Option("--critical-ratio", help="As ctwatch runs with.")] = "1.0",
+    warning_ratio: WarningRatio = "0.5",
+    critical_ratio: CriticalRatio = "1.0",
     source_down_for: Annotated[
         str, typer.Option("--source-down-for", help="Alert when a source stays down this long.")
     ] = "10m",
