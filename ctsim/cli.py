@@ -95,7 +95,7 @@ def emulate(
     if as_json:
         _print_json(report)
         return
-    from ctsim.report import render_emulation
+    from ctsim.tables import render_emulation
 
     render_emulation(report)
 
@@ -164,7 +164,7 @@ def sweep(
     if as_json:
         sys.stdout.write(sw.to_json(rows, base, axes))
         return
-    from ctsim.report import render_sweep
+    from ctsim.tables import render_sweep
 
     render_sweep(rows, list(axes), seconds)
 
@@ -210,7 +210,7 @@ def plan(
     if as_json:
         _print_json(doc)
         return
-    from ctsim.report import render_plan
+    from ctsim.tables import render_plan
 
     render_plan(doc)
 
@@ -251,7 +251,7 @@ def calibrate(
     if as_json:
         _print_json(doc)
         return
-    from ctsim.report import render_calibration
+    from ctsim.tables import render_calibration
 
     render_calibration(doc, output)
 

@@ -15,17 +15,18 @@ import simpy
 from ctsim.endpoint import (
     NOT_FOUND,
     OK,
-    TOO_MANY_REQUESTS,
-    TOO_MANY_REQUESTS_PACED,
     Sandbox,
+    create_endpoint,
     delete_endpoint_fast,
     delete_endpoint_handler,
-    put_endpoint,
 )
+from ctsim.limiter import CANCELLED, REFUSED, REFUSED_PACED
 from ctsim.node import Node
 
 CLIENT_TIMEOUT = 90.0  # pkg/api ClientTimeout
 TEARDOWN_TIMEOUT = 60.0  # containerd's deferred CNI DEL
+TOO_MANY_REQUESTS = "429"
+TIMEOUT = "timeout"
 
 
 def cni_add(node: Node, sandbox: Sandbox, deadline_s: float) -> Generator[simpy.Event, object, str]:
@@ -34,17 +35,17 @@ def cni_add(node: Node, sandbox: Sandbox, deadline_s: float) -> Generator[simpy.
     c.add_attempts += 1
     deadline = env.now + deadline_s
     ctx = env.timeout(deadline_s)
-    handler = env.process(put_endpoint(node, sandbox, ctx, deadline))
-    yield handler | ctx
-    if handler.triggered and handler.value == OK:
+    answer = yield node.endpoint_create.call(ctx, lambda req: create_endpoint(node, sandbox, req, ctx, deadline))
+    if isinstance(answer, simpy.Process) and answer.value == OK:
         c.add_ok += 1
         return OK
-    if handler.triggered and handler.value in (TOO_MANY_REQUESTS, TOO_MANY_REQUESTS_PACED):
+    if answer in (REFUSED, REFUSED_PACED):
         c.add_429 += 1
-        c.add_429_paced += handler.value == TOO_MANY_REQUESTS_PACED
+        c.add_429_paced += answer == REFUSED_PACED
         return TOO_MANY_REQUESTS
+    c.add_cancelled_in_limiter += answer == CANCELLED
     c.add_timeouts += 1
-    return "timeout"
+    return TIMEOUT
 
 
 def cni_del(node: Node, sandbox: Sandbox) -> Generator[simpy.Event, object, bool]:
@@ -57,11 +58,10 @@ def cni_del(node: Node, sandbox: Sandbox) -> Generator[simpy.Event, object, bool
         return True
     deadline = env.now + timeout_s
     ctx = env.timeout(timeout_s)
-    handler = env.process(delete_endpoint_handler(node, sandbox, ctx, deadline))
-    yield handler | ctx
-    if handler.triggered:
-        if handler.value == NOT_FOUND:
-            c.del_404 += 1
+    # endpoint-delete has no max wait: only a gone client ends its wait.
+    answer = yield node.endpoint_delete.call(ctx, lambda req: delete_endpoint_handler(node, sandbox, req, deadline))
+    if isinstance(answer, simpy.Process):
+        c.del_404 += answer.value == NOT_FOUND
         return True
     c.del_timeouts += 1
     return False

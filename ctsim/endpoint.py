@@ -14,14 +14,11 @@ from dataclasses import dataclass, field
 
 import simpy
 
-from ctsim.limiter import Cancelled, TooManyRequests
+from ctsim.limiter import LimitedRequest
 from ctsim.node import Node
 from ctsim.walk import walk
 
 OK = "ok"
-TOO_MANY_REQUESTS = "429"
-TOO_MANY_REQUESTS_PACED = "429 paced"  # refused after sleeping the mean processing time
-CANCELLED = "cancelled"
 FAILED = "failed"
 NOT_FOUND = "404"
 
@@ -81,21 +78,14 @@ def delete_endpoint(node: Node, ep: Endpoint, caller_deadline: float) -> Generat
     return True
 
 
-def put_endpoint(
-    node: Node, sandbox: Sandbox, ctx: simpy.Event, deadline: float
+def create_endpoint(
+    node: Node, sandbox: Sandbox, req: LimitedRequest, ctx: simpy.Event, deadline: float
 ) -> Generator[simpy.Event, object, str]:
-    """``putEndpointIDHandler``: the limiter, then ``createEndpoint``.
+    """``putEndpointIDHandler`` once the limiter admitted ``req``: ``createEndpoint``.
 
     ``ctx`` fires when cilium-cni's client gives up.
     """
     env = node.env
-    try:
-        req = yield from node.endpoint_create.wait(ctx)
-    except TooManyRequests as refused:
-        return TOO_MANY_REQUESTS_PACED if refused.paced else TOO_MANY_REQUESTS
-    except Cancelled:
-        node.counters.add_cancelled_in_limiter += 1
-        return CANCELLED
     ep = Endpoint(lock=simpy.Resource(env, capacity=1))
     sandbox.endpoint = ep
     scrub = env.process(_create_scrub(node, ep, deadline))
@@ -118,24 +108,24 @@ def delete_endpoint_fast(node: Node, sandbox: Sandbox) -> bool:
     taken and given back in the same instant changes nothing, so no process
     is needed.
     """
-    ep = sandbox.endpoint
-    if ep is not None and not ep.deleted:
+    if has_endpoint(sandbox):
         return False
     return node.endpoint_delete.answer_at_once()
 
 
-def delete_endpoint_handler(
-    node: Node, sandbox: Sandbox, ctx: simpy.Event, deadline: float
-) -> Generator[simpy.Event, object, str]:
-    """DELETE /endpoint: 404 when the endpoint is already gone, else the delete scrub."""
-    limiter = node.endpoint_delete
-    try:
-        req = yield from limiter.wait(ctx)
-    except (Cancelled, TooManyRequests):  # endpoint-delete has no max wait: only a gone client
-        return CANCELLED
+def has_endpoint(sandbox: Sandbox) -> bool:
+    """The sandbox has an endpoint that is not deleted yet: DELETE must scrub."""
     ep = sandbox.endpoint
+    return ep is not None and not ep.deleted
+
+
+def delete_endpoint_handler(
+    node: Node, sandbox: Sandbox, req: LimitedRequest, deadline: float
+) -> Generator[simpy.Event, object, str]:
+    """DELETE /endpoint once admitted: 404 when the endpoint is already gone, else the delete scrub."""
     found = False
-    if ep is not None and not ep.deleted:
-        found = yield from delete_endpoint(node, ep, deadline)
-    limiter.finish(req, success=found)  # a 404 is r.Error(): no re-tuning
+    if has_endpoint(sandbox):
+        assert sandbox.endpoint is not None
+        found = yield from delete_endpoint(node, sandbox.endpoint, deadline)
+    node.endpoint_delete.finish(req, success=found)  # a 404 is r.Error(): no re-tuning
     return OK if found else NOT_FOUND

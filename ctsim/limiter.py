@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 import simpy
 
@@ -60,16 +61,22 @@ ENDPOINT_DELETE = APILimiterParameters(
 )
 
 
+# Why wait() did not admit a request; it admits with the LimitedRequest itself.
+REFUSED = "429"  # no parallel slot within max_wait
+REFUSED_PACED = "429 paced"  # the token came too late; refused after sleeping the mean processing time
+CANCELLED = "cancelled"  # the caller's context ended while the request waited
+
+
 class TooManyRequests(Exception):
-    """HTTP 429: no parallel slot within ``max_wait``, or the token came too late (``paced``)."""
+    """HTTP 429 on the wall clock (``ctsim emulate``): REFUSED, or REFUSED_PACED when ``paced``."""
 
     def __init__(self, paced: bool = False) -> None:
-        super().__init__("429")
+        super().__init__(REFUSED_PACED if paced else REFUSED)
         self.paced = paced
 
 
 class Cancelled(Exception):
-    """The caller's context ended while the request waited in the limiter."""
+    """CANCELLED on the wall clock (``ctsim emulate``)."""
 
 
 @dataclass(slots=True)
@@ -119,49 +126,65 @@ class TokenBucket:
         self.tokens, self.last, self.burst = self._advance(now), now, burst
 
 
-class WeightedSemaphore:
-    """``golang.org/x/sync/semaphore.Weighted``: FIFO; the head waiter blocks the rest."""
+class Waiter(Protocol):
+    """What queues in the semaphore: a weight, whether it gave up, and what to do once granted."""
 
-    def __init__(self, env: simpy.Environment, size: int) -> None:
-        self.env = env
+    weight: int
+    abandoned: bool
+
+    def granted(self) -> None: ...
+
+
+class WeightedSemaphore:
+    """``golang.org/x/sync/semaphore.Weighted``: FIFO; the head waiter blocks the rest.
+
+    A waiter that gives up is only marked, and dropped when it reaches the
+    head, so leaving costs O(1) however long the queue is.
+    """
+
+    def __init__(self, size: int) -> None:
         self.size = size
         self.cur = 0
-        self.waiters: deque[tuple[int, simpy.Event]] = deque()
+        self.waiting = 0  # waiters not abandoned
+        self._waiters: deque[Waiter] = deque()
 
     def has_room(self, n: int) -> bool:
-        return self.size - self.cur >= n and not self.waiters
+        return self.size - self.cur >= n and not self.waiting
 
-    def acquire(self, n: int) -> simpy.Event:
-        event = self.env.event()
-        if self.has_room(n):
-            self.cur += n
-            event.succeed()
-        else:
-            self.waiters.append((n, event))
-        return event
+    def try_acquire(self, n: int) -> bool:
+        if not self.has_room(n):
+            return False
+        self.cur += n
+        return True
 
-    def abandon(self, event: simpy.Event, n: int) -> None:
-        """A waiter gave up (context done); frees its place or its grant."""
-        for i, (_, waiting) in enumerate(self.waiters):
-            if waiting is event:
-                del self.waiters[i]
-                self._notify()
-                return
-        if event.triggered:
-            self.release(n)
+    def enqueue(self, waiter: Waiter) -> None:
+        """Queues a waiter; its ``granted()`` runs (synchronously, in FIFO order) when it gets its slot."""
+        self._waiters.append(waiter)
+        self.waiting += 1
+
+    def abandon(self, waiter: Waiter) -> None:
+        """A waiter gave up before its grant (context done): its place goes to the next."""
+        waiter.abandoned = True
+        self.waiting -= 1
+        self._notify()
 
     def release(self, n: int) -> None:
         self.cur -= n
         self._notify()
 
     def _notify(self) -> None:
-        while self.waiters:
-            n, event = self.waiters[0]
-            if self.size - self.cur < n:
+        waiters = self._waiters
+        while waiters:
+            head = waiters[0]
+            if head.abandoned:
+                waiters.popleft()
+                continue
+            if self.size - self.cur < head.weight:
                 break
-            self.cur += n
-            self.waiters.popleft()
-            event.succeed()
+            self.cur += head.weight
+            waiters.popleft()
+            self.waiting -= 1
+            head.granted()
 
 
 @dataclass(slots=True)
@@ -312,12 +335,12 @@ class APILimiter:
     def __init__(self, env: simpy.Environment, name: str, params: APILimiterParameters) -> None:
         self.env = env
         self.core = LimiterCore(name, params)
-        self._semaphore = WeightedSemaphore(env, WAIT_SEMAPHORE_RESOLUTION)
+        self.semaphore = WeightedSemaphore(WAIT_SEMAPHORE_RESOLUTION)
 
     def has_room(self) -> bool:
         """A request scheduled now would get a slot at once."""
         weight = self.core.weight()
-        return not weight or self._semaphore.has_room(weight)
+        return not weight or self.semaphore.has_room(weight)
 
     def answer_at_once(self) -> bool:
         """A request admitted and ended with ``Error()`` in no time (a DEL's 404), if a slot is free.
@@ -332,55 +355,183 @@ class APILimiter:
         core.finished(self.env.now, core.admitted(self.env.now, req), success=False)
         return True
 
-    def wait(self, ctx: simpy.Event) -> Generator[simpy.Event, object, LimitedRequest]:
-        """``APILimiter.Wait``: admits, or raises TooManyRequests or Cancelled (after ``requestFinished``)."""
-        env, core = self.env, self.core
-        req = core.schedule(env.now)
-        if ctx.processed:
-            self._fail(req)
-            raise Cancelled()
-        if req.skip:
-            return core.admitted(env.now, req)
-        mean = core.mean_processing  # read when scheduled, as wait() does
-        weight = core.weight()
-        if weight:
-            grant = self._semaphore.acquire(weight)
-            if not grant.triggered:
-                waits = [grant, ctx]
-                if core.params.max_wait > 0:
-                    waits.append(env.timeout(core.params.max_wait))
-                yield env.any_of(waits)
-                if not grant.triggered:
-                    self._semaphore.abandon(grant, weight)
-                    self._fail(req)
-                    if ctx.processed:
-                        raise Cancelled()
-                    core.rejected += 1
-                    raise TooManyRequests()
-            req.weight = weight
-        waited = env.now - req.scheduled_at
-        delay = core.reserve(env.now)
-        if core.too_late(delay, waited):
-            core.cancel(env.now, env.now + delay)
-            if mean > 0:
-                yield env.timeout(mean)  # time.Sleep: holds the slot, ignores the context
-            self._fail(req)
-            core.rejected += 1
-            core.paced += mean > 0
-            raise TooManyRequests(paced=mean > 0)
-        if delay > 0:
-            token = env.timeout(delay)
-            yield token | ctx
-            if not token.triggered:
-                core.cancel(env.now, req.scheduled_at + waited + delay)
-                self._fail(req)
-                raise Cancelled()
-        return core.admitted(env.now, req)
-
-    def _fail(self, req: LimitedRequest) -> None:
-        self.finish(req, success=False)
+    def call(self, ctx: simpy.Event, handler: Handler) -> Call:
+        """An API call through ``wait()`` to ``handler``, as its client sees it (see ``Call``)."""
+        return Call(self, ctx, handler)
 
     def finish(self, req: LimitedRequest, success: bool) -> None:
         """``requestFinished`` (``Done`` or ``Error``): frees the slot; only success re-tunes."""
         if self.core.finished(self.env.now, req, success) and req.weight:
-            self._semaphore.release(req.weight)
+            self.semaphore.release(req.weight)
+
+
+Handler = Callable[[LimitedRequest], Generator[simpy.Event, object, object]]
+GONE = "gone"  # the client's context ended first, with the request past the limiter's waits or in the handler
+
+
+class Call(simpy.Event):
+    """One API call as its client sees it: the handler's ``wait()``, then the handler.
+
+    It fires with the handler's finished process, or with why the client got
+    no answer from it: REFUSED, REFUSED_PACED, CANCELLED (its context ended
+    while the request waited in the limiter) or GONE (its context ended while
+    the request was being admitted or handled; the handler goes on).
+
+    Nothing runs in a handler while its request waits in the limiter, so the
+    wait is driven by callbacks (the semaphore grant, the context,
+    ``max_wait``, the token) rather than by a process and its conditions:
+    such waits are most of a retry storm. A woken waiter goes on as many
+    scheduler rounds after its releaser as a handler process would, so
+    events at the same instant keep their order; a request that times out
+    waiting for a slot tells its client at that instant.
+    """
+
+    __slots__ = ("_ctx", "_handler", "_token_at", "abandoned", "limiter", "mean", "process", "req", "state", "weight")
+
+    def __init__(self, limiter: APILimiter, ctx: simpy.Event, handler: Handler) -> None:
+        super().__init__(limiter.env)
+        self.limiter, self._ctx, self._handler = limiter, ctx, handler
+        self.state = "new"
+        self.process: simpy.Process | None = None
+        ctx.callbacks.append(self._ctx_done)  # type: ignore[union-attr]  # the client's `handler | ctx`
+        self._arrive()
+
+    def _arrive(self) -> None:
+        env, limiter, ctx = self.env, self.limiter, self._ctx
+        core = limiter.core
+        self.req = req = core.schedule(env.now)
+        if ctx.processed:
+            self._refuse(CANCELLED)
+            return
+        if req.skip:
+            self._admit()
+            return
+        self.mean = core.mean_processing  # read when scheduled, as wait() does
+        weight = core.weight()
+        if weight and not limiter.semaphore.try_acquire(weight):
+            self.state, self.weight, self.abandoned = "semaphore", weight, False
+            limiter.semaphore.enqueue(self)
+            if core.params.max_wait > 0:
+                env.timeout(core.params.max_wait).callbacks.append(self._max_wait_done)  # type: ignore[union-attr]
+            return
+        req.weight = weight
+        self._reserve()
+
+    def granted(self) -> None:
+        self.req.weight = self.weight
+        self.state = "granted"  # from here on, the context counts only while waiting for the token
+        self._after_hops(2, self._reserve)  # the grant, then the handler's select
+
+    def _reserve(self) -> None:
+        env, core, req = self.env, self.limiter.core, self.req
+        waited = env.now - req.scheduled_at
+        delay = core.reserve(env.now)
+        if core.too_late(delay, waited):
+            core.cancel(env.now, env.now + delay)
+            if self.mean > 0:
+                self.state = "paced"  # time.Sleep: holds the slot, ignores the context
+                env.timeout(self.mean).callbacks.append(self._paced_done)  # type: ignore[union-attr]
+                return
+            core.rejected += 1
+            self._refuse(REFUSED)
+            return
+        if delay > 0:
+            self.state, self._token_at = "token", env.now + delay
+            if self._ctx.processed:
+                self._leave_token()
+                return
+            env.timeout(delay).callbacks.append(self._token_done)  # type: ignore[union-attr]
+            return
+        self._admit()
+
+    def _ctx_done(self, _: simpy.Event) -> None:
+        """The client gives up; a handler still waiting in the limiter gives back its place and errors."""
+        if self.triggered:
+            return
+        if self.state == "semaphore":
+            self._fire_now(CANCELLED)
+            self._leave(lambda: self.limiter.semaphore.abandon(self))
+        elif self.state == "token":
+            self._fire(CANCELLED)
+            self._after_hops(1, self._leave_token)
+        else:
+            self._fire(GONE)
+
+    def _leave_token(self) -> None:
+        token_at = self._token_at
+        self._leave(lambda: self.limiter.core.cancel(self.env.now, token_at))
+
+    def _leave(self, undo: Callable[[], None]) -> None:
+        """The handler sees its context done: gives back its place and errors out (its client is gone)."""
+        if self.state in ("semaphore", "token"):
+            undo()
+            self.state = CANCELLED
+            self.limiter.finish(self.req, success=False)
+
+    def _max_wait_done(self, _: simpy.Event) -> None:
+        """No slot within ``max_wait``: 429, no token used; the client hears at once."""
+        if self.state != "semaphore":
+            return
+        self.limiter.semaphore.abandon(self)
+        self.limiter.core.rejected += 1
+        self.state = REFUSED
+        self.limiter.finish(self.req, success=False)
+        self._fire_now(REFUSED)
+
+    def _paced_done(self, _: simpy.Event) -> None:
+        core = self.limiter.core
+        core.rejected += 1
+        core.paced += 1
+        self._refuse(REFUSED_PACED)
+
+    def _token_done(self, _: simpy.Event) -> None:
+        if self.state == "token":
+            self.state = "token taken"
+            self._after_hops(1, self._admit)
+
+    def _admit(self) -> None:
+        """Admitted: the handler goes on with its request at once; the client hears when it ends."""
+        self.state = "admitted"
+        req = self.limiter.core.admitted(self.env.now, self.req)
+        self.process = process = self.env.process(self._handler(req))  # type: ignore[arg-type]
+        process.callbacks.append(self._handled)  # type: ignore[union-attr]
+
+    def _handled(self, process: simpy.Event) -> None:
+        if not self.triggered:
+            self._fire(process)
+
+    def _refuse(self, why: str) -> None:
+        """The handler returns the error; its client hears it two hops later (process end, condition)."""
+        self.state = why
+        self.limiter.finish(self.req, success=False)
+        self._after_hops(1, lambda: self._handled_error(why))
+
+    def _handled_error(self, why: str) -> None:
+        if not self.triggered:
+            self._fire(why)
+
+    def _fire_now(self, value: object) -> None:
+        """Fires and runs the callbacks at once, as ``Environment.step`` would a round later.
+
+        Only for a request that leaves the semaphore's queue unserved: the
+        events that end it (its client's context, its ``max_wait``) belong to
+        this call alone, so nothing else waits on them.
+        """
+        self._ok, self._value = True, value
+        callbacks, self.callbacks = self.callbacks, None
+        for callback in callbacks or ():
+            callback(self)
+
+    def _fire(self, value: object) -> None:
+        self._ok, self._value = True, value
+        self.env.schedule(self)
+
+    def _after_hops(self, hops: int, then: Callable[[], None]) -> None:
+        """Runs ``then`` after ``hops`` rounds of the scheduler at the current instant."""
+        if hops == 0:
+            then()
+            return
+        hop = simpy.Event(self.env)
+        hop.callbacks.append(lambda _: self._after_hops(hops - 1, then))  # type: ignore[union-attr]
+        hop._ok, hop._value = True, None
+        self.env.schedule(hop)

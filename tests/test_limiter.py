@@ -8,13 +8,14 @@ import pytest
 import simpy
 
 from ctsim.limiter import (
+    CANCELLED,
     ENDPOINT_CREATE,
     ENDPOINT_DELETE,
+    REFUSED,
+    REFUSED_PACED,
     APILimiter,
-    Cancelled,
     LimitedRequest,
     TokenBucket,
-    TooManyRequests,
 )
 
 from .conftest import run
@@ -36,7 +37,11 @@ def test_cancel_gives_the_last_token_back() -> None:
 
 
 class Caller:
-    """Calls ``wait`` as the agent's handler does and records how it ended, and when."""
+    """Calls through the limiter as cilium-cni does and records how the request ended, and when.
+
+    Its handler only records the admission and then holds the request until
+    the test finishes it with ``limiter.finish``.
+    """
 
     def __init__(self, env: simpy.Environment, limiter: APILimiter, ctx: simpy.Event | None = None) -> None:
         self.env, self.limiter = env, limiter
@@ -46,15 +51,14 @@ class Caller:
         self.req: LimitedRequest | None = None
         env.process(self._run())
 
+    def _handler(self, req: LimitedRequest) -> Generator[simpy.Event, object, None]:
+        self.req, self.outcome, self.at = req, "admitted", self.env.now
+        yield self.env.event()
+
     def _run(self) -> Generator[simpy.Event, object, None]:
-        try:
-            self.req = yield from self.limiter.wait(self.ctx)
-            self.outcome = "admitted"
-        except TooManyRequests as exc:
-            self.outcome = "429 paced" if exc.paced else "429"
-        except Cancelled:
-            self.outcome = "cancelled"
-        self.at = self.env.now
+        answer = yield self.limiter.call(self.ctx, self._handler)
+        if answer in (REFUSED, REFUSED_PACED, CANCELLED):
+            self.outcome, self.at = str(answer), self.env.now
 
 
 def test_a_fresh_agent_lets_its_first_four_requests_skip_everything() -> None:
@@ -132,7 +136,7 @@ def test_a_caller_that_leaves_while_waiting_is_cancelled_and_frees_its_place() -
     env.run(until=40)
     assert leaver.outcome == "cancelled" and leaver.at == pytest.approx(30)
     assert limiter.core.rejected == 0
-    assert not limiter._semaphore.waiters
+    assert limiter.semaphore.waiting == 0
 
 
 def test_errors_never_retune() -> None:
@@ -207,3 +211,40 @@ def test_a_fresh_agent_skips_the_limiter_for_its_first_four_creates() -> None:
     # The first four creates of a fresh agent take no slot: more scrubs start at once.
     assert fresh.counters.create_scrubs >= warm.counters.create_scrubs
     assert fresh.to_dict() != warm.to_dict()
+
+
+def test_a_client_leaving_during_the_token_wait_is_cancelled_and_gives_the_token_back() -> None:
+    env = simpy.Environment()
+    limiter = APILimiter(env, "endpoint-create", ENDPOINT_CREATE)
+    limiter.core.spend_skip_initial()
+    for _ in range(4):  # the burst of four tokens; their slots are given back at once
+        caller = Caller(env, limiter)
+        env.run(until=env.now + 0.001)
+        limiter.finish(caller.req, success=False)  # type: ignore[arg-type]
+    bucket = limiter.core.bucket
+    assert bucket is not None
+    leaver = Caller(env, limiter, ctx=env.timeout(1.0))  # its token is ~2 s away, its client leaves after 1 s
+    env.run(until=1.0045)
+    # wait()'s select on ctx.Done(): Cancel() and an error, not an admission when the context ends.
+    assert leaver.outcome == "cancelled" and leaver.at == pytest.approx(0.004 + 1.0)
+    assert limiter.core.in_flight == 0 and limiter.semaphore.cur == 0
+    # The cancelled token is back: the next one is ~1 s away, not the ~3 s behind a kept reservation.
+    assert bucket.reserve(env.now) == pytest.approx(1.0, abs=0.01)
+
+
+def test_a_waiter_that_leaves_lets_the_one_behind_it_through() -> None:
+    env = simpy.Environment()
+    limiter = APILimiter(env, "endpoint-delete", ENDPOINT_DELETE)
+    holders = [Caller(env, limiter) for _ in range(4)]
+    env.run(until=1)
+    first = Caller(env, limiter)
+    leaver = Caller(env, limiter, ctx=env.timeout(2))
+    last = Caller(env, limiter)
+    env.run(until=5)
+    assert leaver.outcome == "cancelled" and limiter.semaphore.waiting == 2
+    assert not limiter.has_room()
+    limiter.finish(holders[0].req, success=False)  # type: ignore[arg-type]
+    limiter.finish(holders[1].req, success=False)  # type: ignore[arg-type]
+    env.run(until=6)
+    assert (first.outcome, last.outcome) == ("admitted", "admitted")  # FIFO, the leaver skipped
+    assert limiter.semaphore.waiting == 0

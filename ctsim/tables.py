@@ -1,0 +1,171 @@
+"""The reports of calibrate, emulate, sweep and plan: tables and markup, with rich.
+
+The run report (``ctsim.report``) stays plain: it is the main job's output,
+and importing rich would cost a sixth of the main job.
+"""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from ctsim.quantity import format_duration
+from ctsim.result import COLLAPSE, DEGRADED, OK
+
+_VERDICT_STYLE = {OK: "bold green", DEGRADED: "bold yellow", COLLAPSE: "bold red"}
+
+
+def render_calibration(doc: dict, output: str | None, console: Console | None = None) -> None:
+    """The measurements of ``ctsim calibrate``, medians first, spreads beside them."""
+    console = console or Console(highlight=False)
+    bpf = doc["bpf"]
+    host = doc["host"]
+    console.print(
+        f"Kernel {host['kernel']} ({host['machine']}, {host['cpus']} CPUs); "
+        f"LRU hash map, {bpf['key_size']}-byte keys, {bpf['value_size']}-byte values, {bpf['present']:,} entries"
+    )
+    table = Table("walk", "entries/s (median)", "spread", "vs published 213,000/s")
+    pe = bpf["per_entry"]
+    table.add_row(
+        "get_next_key + lookup (1.16)",
+        f"{pe['median']:,.0f}",
+        f"{pe['spread']:.0%}",
+        f"{pe['median'] / 213_000:.2f}x",
+    )
+    for size, b in bpf["batch"].items():
+        table.add_row(
+            f"LOOKUP_BATCH x{size} (1.18)", f"{b['median']:,.0f}", f"{b['spread']:.0%}", f"{b['median'] / 213_000:.2f}x"
+        )
+    console.print(table)
+    console.print(
+        f"syscalls/s (per-entry walk): {pe['syscalls_per_s']:,.0f}; "
+        f"delete: {bpf['delete']['seconds_per_entry'] * 1e6:.2f} µs per entry"
+    )
+    scaling = Table("map entries", "per-entry walk /s", "batched walk /s")
+    for row in bpf["scaling"]:
+        scaling.add_row(
+            f"{row['entries']:,}", f"{row['per_entry_entries_per_s']:,.0f}", f"{row['batch_entries_per_s']:,.0f}"
+        )
+    console.print(scaling)
+    nf = doc.get("nf_conntrack")
+    if nf:
+        console.print(
+            f"nf_conntrack ({nf['entries']:,} entries in a throwaway netns, via pyroute2): dump "
+            f"{nf['dump_entries_per_s']['median']:,.0f} entries/s; count query (CT_GET_STATS) "
+            f"{nf['count_query_seconds']['median'] * 1e3:.2f} ms"
+        )
+    if output:
+        console.print(f"Wrote {output}: use it with `ctsim run --calibration {output}`.")
+
+
+def render_emulation(report: dict, console: Console | None = None) -> None:
+    """Emulated (real kernel) beside simulated, pod by pod."""
+    console = console or Console(highlight=False)
+    console.print(f"Scaling: {report['scaling']['description']}")
+    for note in report["scaled_inputs"]["notes"]:
+        console.print(f"[dim]note: {note}[/dim]")
+    rate = report["rate"]
+    console.print(f"Walk rate: {rate['entries_per_s']:,.0f} entries/s — {rate['source']}")
+    table = Table("pod", "emulated", "simulated", "emulated s", "simulated s")
+    for row in report["pods"]:
+        style = "" if row["emulated"] == row["simulated"] else "bold red"
+        table.add_row(
+            str(row["pod"]),
+            row["emulated"],
+            row["simulated"],
+            "—" if row["emulated_latency_s"] is None else f"{row['emulated_latency_s']:.2f}",
+            "—" if row["simulated_latency_s"] is None else f"{row['simulated_latency_s']:.2f}",
+            style=style,
+        )
+    console.print(table)
+    e, s = report["emulated"], report["simulated"]
+    console.print(
+        f"ADD timeouts {e['add_timeouts']} vs {s['add_timeouts']}, HTTP 429 {e['add_429']} vs {s['add_429']}, "
+        f"orphaned walks {e['orphaned_walks']} vs {s['orphaned_walks']} (emulated vs simulated)"
+    )
+    err = report["latency_error"]
+
+    def pct(x: float | None) -> str:
+        return "—" if x is None else f"{x:.1%}"
+
+    if e["walks_overran"]:
+        console.print(
+            f"[bold red]{e['walks_overran']} real walk(s) outlasted their paced time by more than 2 % of the "
+            f"deadline[/bold red] (up to {e['max_overrun_s'] * 1e3:.0f} ms): the machine was too busy for this "
+            "emulation"
+        )
+    console.print(
+        f"Mismatched pods: [bold]{report['mismatched_pods']}[/bold] of {len(report['pods'])}; latency error "
+        f"p50 {pct(err['p50'])}, p90 {pct(err['p90'])}, max {pct(err['max'])}"
+    )
+
+
+def render_sweep(rows: list[dict], axes: list[str], seconds: float, console: Console | None = None) -> None:
+    """One line per grid point: its axes and what happened."""
+    console = console or Console(highlight=False)
+    table = Table(*axes, "verdict", "walk s", "ready", "1st try", "p50 s", "max s", "timeouts", "429")
+    for r in rows:
+        table.add_row(
+            *(str(r[a]) for a in axes),
+            r["verdict"],
+            f"{r['walk_seconds']:.1f}",
+            str(r["pods_ready"]),
+            str(r["ready_first_attempt"]),
+            "—" if r["latency_p50_s"] is None else f"{r['latency_p50_s']:.0f}",
+            "—" if r["latency_max_s"] is None else f"{r['latency_max_s']:.0f}",
+            str(r["add_timeouts"]),
+            str(r["add_429"]),
+            style=_VERDICT_STYLE.get(r["verdict"], ""),
+        )
+    console.print(table)
+    console.print(f"{len(rows)} runs in {seconds:.1f} s ({len(rows) / seconds:.0f} runs/s)")
+
+
+def render_plan(doc: dict, console: Console | None = None) -> None:
+    """The capacity answers, then each mitigation with what the model says it does."""
+    console = console or Console(highlight=False)
+    i = doc["inputs"]
+    mem = doc["map_memory_bytes"] / 2**20
+    console.print(
+        f"CT maps: TCP {doc['max_entries']:,} + non-TCP {doc['any_max_entries']:,} entries "
+        f"({i['max_entries_source']}); ~{mem:,.0f} MiB of keys and values"
+    )
+    a, f = doc["steady_state"]["adaptive"], doc["steady_state"]["fixed_60s"]
+    drift = (
+        f"the interval stays under 12h for {i['drift_horizon']}"
+        if a["drift_to_cap_s"] is None
+        else f"interval reaches 12h after {format_duration(a['drift_to_cap_s'])}"
+    )
+    console.print(
+        f"Churn {i['churn']['schedule']}: the table peaks at {a['peak_entries']:,} entries under the adaptive GC "
+        f"({drift}), {f['peak_entries']:,} with conntrack-gc-interval 60s"
+    )
+    fits = "any burst" if doc["safe_burst"] is None else f"{doc['safe_burst']} pods"
+    console.print(
+        f"At the peak one scrub walks for {doc['walk_seconds']:.1f} s at {i['walk_rate']:,.0f} entries/s; "
+        f"the largest burst whose scrubs fit {format_duration(i['deadline'])}: {fits}"
+    )
+    b = doc["burst_at_peak"]
+    style = _VERDICT_STYLE.get(b["verdict"], "bold")
+    console.print(
+        f"A {doc['burst']}-pod burst at the peak: [{style}]{b['verdict'].upper()}[/{style}] "
+        f"({b['pods_ready']} Ready, {b['ready_first_attempt']} at the first attempt, "
+        f"{b['add_timeouts']} ADD timeouts, {b['add_429']} HTTP 429)"
+    )
+    collapse = doc["collapse"]["smallest_burst"]
+    console.print(
+        "No burst of up to 400 pods collapses the node at the peak."
+        if collapse is None
+        else f"The node collapses from a burst of {collapse} pods at the peak table."
+    )
+    console.print()
+    console.print("Mitigations (each simulated at the table it leads to):")
+    for rec in doc["recommendations"]:
+        o = rec["outcome"]
+        ready = "—" if o["all_ready_s"] is None else format_duration(o["all_ready_s"])
+        mark = "[green]✔[/green]" if rec["helps"] else "[red]✘[/red]"
+        console.print(
+            f" {mark} {rec['action']}: table ≤ {rec['peak_entries']:,}, walk {o['walk_seconds']:.2f} s, "
+            f"{doc['burst']}-pod burst {o['verdict']} ({o['pods_ready']} Ready, all by {ready}; "
+            f"{o['add_429']} HTTP 429)"
+        )
