@@ -8,11 +8,9 @@ it (``bpf-ct-timeout-*`` defaults). Arrivals are batched into one cohort per tic
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Generator
 from dataclasses import dataclass
-
-import simpy
 
 from ctsim.ctmap import CTMap
 from ctsim.errors import InputError
@@ -43,6 +41,24 @@ class ChurnSchedule:
             t -= duration
         return self.segments[-1][0]
 
+    def same_rate_run(self, t: float, step: float, limit: int) -> int:
+        """How many of ``t, t+step, ...`` (at most ``limit``) fall in the segment ``t`` falls in."""
+        if self.constant:
+            return limit
+        phase = t % sum(d for _, d in self.segments)
+        end = 0.0
+        for _, duration in self.segments:
+            end += duration
+            if phase < end:
+                break
+        n = min(max(math.ceil((end - phase) / step), 1), limit)
+        rate = self.rate_at(t)
+        while n > 1 and self.rate_at(t + (n - 1) * step) != rate:  # float edges: the exact test decides
+            n -= 1
+        if n < limit and self.rate_at(t + n * step) == rate:
+            n += 1
+        return n
+
     @property
     def peak(self) -> float:
         return max(rate for rate, _ in self.segments)
@@ -72,21 +88,89 @@ def parse_churn(text: str) -> ChurnSchedule:
     return ChurnSchedule(tuple(segments))
 
 
-def connection_churn(
-    env: simpy.Environment,
-    ctmap: CTMap,
-    schedule: ChurnSchedule,
-    conn_seconds: float,
-    tick: float = TICK_SECONDS,
-) -> Generator[simpy.Event, None, None]:
-    """Opens connections into ``ctmap``, one cohort per tick, until the run ends."""
-    carry = 0.0
-    lifetime = conn_seconds + CT_TIMEOUT_TCP_FIN
-    while True:
-        yield env.timeout(tick)
-        carry += schedule.rate_at(env.now - tick / 2) * tick
-        count = int(carry)
-        carry -= count
-        if count:
-            # The tick's connections opened, on average, half a tick ago.
-            ctmap.insert(env.now, count, env.now - tick / 2 + lifetime)
+class ConnectionChurn:
+    """Opens connections into a map, one cohort per tick, without a process of its own.
+
+    A tick only adds entries, and nothing reads the map between the events
+    that walk or sample it, so the ticks are played when the map is read:
+    ``catch_up(now)`` plays every tick up to ``now`` in the order and with the
+    arithmetic a per-tick process would. A quiet year costs its reads, not
+    its 525,600 minutes of events.
+    """
+
+    def __init__(self, ctmap: CTMap, schedule: ChurnSchedule, conn_seconds: float, until: float) -> None:
+        self.ctmap, self.schedule, self.until = ctmap, schedule, until
+        self.lifetime = conn_seconds + CT_TIMEOUT_TCP_FIN
+        self.next_tick = TICK_SECONDS
+        self.carry = 0.0
+
+    def catch_up(self, now: float, *, inclusive: bool = True) -> None:
+        """Plays the ticks before ``now``, and the one at ``now`` if ``inclusive``.
+
+        A tick's event would be scheduled one tick earlier, so at a shared
+        instant it goes first unless the reader's own event was scheduled
+        before that: a sampler's timer longer than a tick, a walk of a tick
+        or more, the end of the run. A walk starts after its lock request's
+        event, always after the tick.
+        """
+        tick, half = TICK_SECONDS, TICK_SECONDS / 2
+        t = self.next_tick
+        n = min(_ticks(t, tick, min(now, self.until), inclusive), _ticks(t, tick, self.until, False))
+        carry, lifetime = self.carry, self.lifetime
+        while n > 0:
+            # Ticks at one rate: each adds rate * tick to the carry and opens its whole part, as one
+            # cohort per tick would; equal counts go to the map together.
+            span = self.schedule.same_rate_run(t - half, tick, n)
+            x = self.schedule.rate_at(t - half) * tick
+            done = 0
+            while done < span:
+                carry += x
+                count = int(carry)
+                carry -= count
+                same, carry = _same_count(carry, x, count, span - done - 1)
+                self.ctmap.insert_ticks(t + done * tick, 1 + same, count, tick, lifetime)
+                done += 1 + same
+            t += span * tick
+            n -= span
+        self.next_tick, self.carry = t, carry
+
+
+def _same_count(carry: float, x: float, count: int, limit: int) -> tuple[int, float]:
+    """How many more ticks (at most ``limit``) open ``count`` again, and the carry after them.
+
+    Each tick does ``carry += x; count = int(carry); carry -= count`` in floats.
+    When those operations are exact (carry and x on one binary grid, sums
+    below 2**53 grid steps) the carry moves by the same amount every tick,
+    and the run's length is one division; otherwise the ticks are played.
+    """
+    (cn, cd), (xn, xd) = carry.as_integer_ratio(), x.as_integer_ratio()
+    grid = max(cd, xd)  # powers of two
+    if (count + 1) * grid <= 2**53:
+        c, xs, low, high = cn * (grid // cd), xn * (grid // xd), count * grid, (count + 1) * grid
+        d = xs - low  # how far each tick moves the carry, in grid steps
+        if not low <= c + xs < high:
+            return 0, carry
+        if d == 0:
+            k = limit
+        elif d > 0:
+            k = min(limit, (high - 1 - c - xs) // d + 1)
+        else:
+            k = min(limit, (c + xs - low) // -d + 1)
+        return k, (c + k * d) / grid
+    k = 0
+    while k < limit and int(carry + x) == count:
+        carry = (carry + x) - count
+        k += 1
+    return k, carry
+
+
+def _ticks(first: float, step: float, limit: float, inclusive: bool) -> int:
+    """How many of ``first, first+step, ...`` are below ``limit`` (or at it, if ``inclusive``)."""
+    if math.isinf(limit):
+        raise ValueError("an unbounded churn needs an end")
+    n = max(math.floor((limit - first) / step) + 1, 0)
+    while n > 0 and not (first + (n - 1) * step < limit or (inclusive and first + (n - 1) * step == limit)):
+        n -= 1
+    while first + n * step < limit or (inclusive and first + n * step == limit):
+        n += 1
+    return n

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import simpy
 
-from ctsim.churn import connection_churn
+from ctsim.churn import TICK_SECONDS, ConnectionChurn
 from ctsim.ctmap import new_map
 from ctsim.gc import GCHistory, GCPolicy, run_gc
 from ctsim.kubelet import Pod, new_pod, pod_worker
@@ -76,7 +76,7 @@ class Model:
         if s.churn.peak > 0:
             if k != 1.0:
                 raise ValueError("churn is not modelled on a scaled clock")
-            env.process(connection_churn(env, tcp, s.churn, s.conn_seconds))
+            tcp.feed = ConnectionChurn(tcp, s.churn, s.conn_seconds, until=s.horizon).catch_up
         self.trace: list[tuple[float, int, int]] = []
         if self.trace_every:
             env.process(self._sample(family, self.trace_every / k))
@@ -94,8 +94,13 @@ class Model:
         return walked, deleted, ratio
 
     def _sample(self, family: Family, every: float) -> Generator[simpy.Event, None, None]:
+        # A churn tick at the instant of a sample was scheduled a tick earlier; the sample's timer
+        # `every` earlier: the tick goes first when every <= TICK_SECONDS (at equal, it started first).
+        tick_first = every <= TICK_SECONDS
         while True:
             now = self.env.now
+            for m in family.maps:
+                m.catch_up(now, inclusive=tick_first)
             self.trace.append((now, family.present, sum(m.expired(now) for m in family.maps)))
             yield self.env.timeout(every)
 
@@ -120,6 +125,9 @@ class Model:
 
     def result(self) -> Result:
         s, node, now = self.scenario, self.node, self.env.now
+        for family in node.families:
+            for m in family.maps:
+                m.catch_up(now, inclusive=False)  # a run stops before the events at its horizon
         overhead = s.regeneration_seconds / s.time_scale
         deadline = s.deadline / s.time_scale
         families = [

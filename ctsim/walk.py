@@ -13,6 +13,7 @@ from collections.abc import Generator
 
 import simpy
 
+from ctsim.churn import TICK_SECONDS
 from ctsim.node import Family, Node
 from ctsim.projection import walk_seconds
 
@@ -37,6 +38,7 @@ def walk(
         with lock.request() as req:
             yield req
             start = env.now
+            ctmap.catch_up(start)
             present = ctmap.present
             expired = ctmap.expired(start) if collect_garbage else 0
             duration = walk_seconds(present, node.walk_rate, expired, node.delete_seconds)
@@ -45,6 +47,9 @@ def walk(
             lock.record_hold(duration)
             walked += present
             if collect_garbage:
+                # The connections opened during the walk, and what they evicted; a tick at the walk's end
+                # instant goes first unless the walk's timer was set before it (a walk of a tick or more).
+                ctmap.catch_up(env.now, inclusive=duration < TICK_SECONDS)
                 n = ctmap.delete_expired(start)
                 deleted += n
                 ratio = max(ratio, n / ctmap.max_entries)
