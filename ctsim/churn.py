@@ -113,8 +113,10 @@ class ConnectionChurn:
         or more, the end of the run. A walk starts after its lock request's
         event, always after the tick.
         """
-        tick, half = TICK_SECONDS, TICK_SECONDS / 2
         t = self.next_tick
+        if t > now or t >= self.until:
+            return
+        tick, half = TICK_SECONDS, TICK_SECONDS / 2
         n = min(_ticks(t, tick, min(now, self.until), inclusive), _ticks(t, tick, self.until, False))
         carry, lifetime = self.carry, self.lifetime
         while n > 0:

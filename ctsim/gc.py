@@ -123,7 +123,7 @@ def run_gc(
     previous_start: float | None = None
     while True:
         start = env.now
-        walked, deleted, ratio = yield env.process(walk_pass())
+        walked, deleted, ratio = yield from walk_pass()
         actual = (start - previous_start) * time_scale if previous_start is not None else 0.0
         interval = policy.get_interval(actual, ratio)
         history.passes.append(GCPass(start, env.now, walked, deleted, ratio, interval))
