@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import sys
 import time
 from typing import TYPE_CHECKING, Annotated
@@ -101,6 +100,8 @@ def emulate(
 
 
 def _print_json(doc: object) -> None:
+    import json
+
     json.dump(doc, sys.stdout, indent=2)
     sys.stdout.write("\n")
 
@@ -287,4 +288,21 @@ def _with_progress(work):  # type: ignore[no-untyped-def]
 
 
 def main() -> None:
-    run_cli(app, "ctsim")
+    run_cli(_app_for(sys.argv[1:]), "ctsim")
+
+
+def _app_for(args: list[str]) -> typer.Typer:
+    """The app with only the command asked for: typer reads every command's options before it
+    parses any, which was a quarter of the main job's start-up. Help and errors about the
+    command name itself come from the whole app."""
+    name = args[0] if args else ""
+    for info in app.registered_commands:
+        if info.callback is not None and (info.name or info.callback.__name__) == name:
+            one = typer.Typer(
+                help=app.info.help, no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+                rich_markup_mode=None,
+            )  # fmt: skip
+            one.registered_callback = app.registered_callback
+            one.registered_commands = [info]
+            return one
+    return app

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 import re
-from decimal import Decimal, InvalidOperation
 
 from ctsim.errors import InputError
 
@@ -50,7 +49,8 @@ _DURATION_PART_RE = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|ms|min
 _RATE_UNITS: dict[str, float] = {"s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
 
 
-def _number(text: str, what: str) -> tuple[Decimal, str]:
+def _number(text: str, what: str) -> tuple[tuple[int, int], str]:
+    """``(numerator, denominator)`` exactly (``16.5M`` is 16,500,000/1), and the suffix."""
     if len(text) > _MAX_NUMBER_CHARS:
         raise InputError(f"{what}: {text[:20]!r}... is too long to be a number")
     match = _COUNT_RE.match(text)
@@ -59,11 +59,11 @@ def _number(text: str, what: str) -> tuple[Decimal, str]:
     digits, suffix = match.groups()
     if suffix not in _SUFFIXES:
         raise InputError(f"{what}: unknown suffix {suffix!r} in {text!r} (use k, M, G, T or Ki, Mi, Gi, Ti)")
-    try:
-        value = Decimal(digits.replace("_", "").replace(",", "")) * _SUFFIXES[suffix]
-    except InvalidOperation as exc:  # pragma: no cover - the regex admits only numbers
-        raise InputError(f"{what}: cannot read {text!r} as a number") from exc
-    return value, suffix
+    whole, _, fraction = digits.replace("_", "").replace(",", "").partition(".")
+    sign = -1 if whole.startswith("-") else 1
+    whole = whole.lstrip("+-")
+    numerator = sign * int(whole + fraction or "0") * _SUFFIXES[suffix]
+    return (numerator, 10 ** len(fraction)), suffix
 
 
 def parse_count(text: str | int, what: str = "count", *, minimum: int = 0, maximum: int | None = None) -> int:
@@ -71,12 +71,13 @@ def parse_count(text: str | int, what: str = "count", *, minimum: int = 0, maxim
     if isinstance(text, bool):
         raise InputError(f"{what}: expected a count, got {text!r}")
     if isinstance(text, int):
-        value = Decimal(text)
+        numerator, denominator = text, 1
     elif isinstance(text, str):
-        value, _ = _number(text, what)
+        (numerator, denominator), _ = _number(text, what)
     else:
         raise InputError(f"{what}: expected a count such as 16M, got {text!r}")
-    if value != value.to_integral_value():
+    value, rest = divmod(numerator, denominator)
+    if rest:
         raise InputError(f"{what}: {text!r} is not a whole number")
     if value < minimum:
         if minimum == 0:
@@ -84,7 +85,7 @@ def parse_count(text: str | int, what: str = "count", *, minimum: int = 0, maxim
         raise InputError(f"{what}: must be at least {minimum:,}, got {text!r}")
     if maximum is not None and value > maximum:
         raise InputError(f"{what}: must be at most {maximum:,}, got {text!r}")
-    return int(value)
+    return value
 
 
 def parse_float(text: str, what: str, *, low: float, high: float) -> float:
@@ -156,10 +157,10 @@ def parse_rate(text: str, what: str = "rate") -> float:
     unit = unit.strip()
     if unit not in _RATE_UNITS:
         raise InputError(f"{what}: unknown unit {unit!r} in {text!r} (use /s, /min or /h)")
-    value, _ = _number(count_text, what)
-    if value < 0:
+    (numerator, denominator), _ = _number(count_text, what)
+    if numerator < 0:
         raise InputError(f"{what}: must not be negative, got {text!r}")
-    per_second = float(value) / _RATE_UNITS[unit]
+    per_second = numerator / denominator / _RATE_UNITS[unit]
     if per_second > MAX_RATE_PER_S:
         raise InputError(f"{what}: at most {MAX_RATE_PER_S:,.0f}/s, got {text!r}")
     return per_second

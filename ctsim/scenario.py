@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from ctsim.calibration import load as load_calibration
 from ctsim.churn import ChurnSchedule, parse_churn
 from ctsim.cni import CLIENT_TIMEOUT
 from ctsim.errors import InputError
@@ -203,7 +202,11 @@ def resolve(
         expired = p.expired_fraction
 
     delete_s = prof.delete_seconds
-    cal = load_calibration(calibration) if calibration is not None else None
+    cal = None
+    if calibration is not None:
+        from ctsim.calibration import load as load_calibration  # only with --calibration: it brings json
+
+        cal = load_calibration(calibration)
     if cal is not None:
         delete_s = cal.delete_seconds_per_entry
     if rate is not None:
