@@ -77,7 +77,6 @@ class Result:
     gc: GCHistory
     limiter_end: dict[str, float]
     advice: Advice
-    events: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -212,5 +211,5 @@ class Result:
                 "max_entries_for_burst": self.advice.max_entries_for_burst,
                 "walk_seconds_for_burst": self.advice.walk_seconds_for_burst,
             },
-            "sim": {"events": self.events, **self.extra},
+            "sim": dict(self.extra),
         }

@@ -30,7 +30,7 @@ AGENT_STATES = ("warm", "fresh")
 
 # Ceilings: what a run may ask for (docs/model.md, "Limits"). Beyond them a
 # run would take minutes to hours or the numbers stop meaning anything.
-MAX_PODS = 20_000  # a 1 h collapse costs ~5 ms of CPU per pod: ~2 min at the ceiling
+MAX_PODS = 100_000  # a 1 h collapse costs ~1.2 ms of CPU per pod: ~2 min and ~570 MB at the ceiling
 MAX_HORIZON = 400 * 86400.0
 MAX_CORES = 4096
 MAX_NODE_MEMORY = 2**50  # 1 PiB
