@@ -117,7 +117,8 @@ class ConnectionChurn:
         if t > now or t >= self.until:
             return
         tick, half = TICK_SECONDS, TICK_SECONDS / 2
-        n = min(_ticks(t, tick, min(now, self.until), inclusive), _ticks(t, tick, self.until, False))
+        # Ticks at or after the end of the run never happen: the run stops before its last instant.
+        n = _ticks(t, tick, now, inclusive) if now < self.until else _ticks(t, tick, self.until, False)
         carry, lifetime = self.carry, self.lifetime
         while n > 0:
             # Ticks at one rate: each adds rate * tick to the carry and opens its whole part, as one

@@ -4,31 +4,77 @@
 non-TCP maps) for the whole walk of one map, with that map type's
 ``globalDeleteLock`` around the dump: every IPv4 CT walk, periodic GC pass or
 pod scrub alike, is serialised map by map. Go's ``sync.Mutex`` turns FIFO
-under contention (starvation mode), so a FIFO ``simpy.Resource`` of capacity
-1 models it.
+under contention (starvation mode).
+
+It behaves as a ``simpy.Resource`` of capacity 1, event for event: a grant is
+an event, and a release hands the lock on one scheduler round later (the
+Resource's Release event), unless a new request comes first, which wakes the
+oldest waiter at once. Written out, it costs half of what the generic
+Resource does, and every GC pass and scrub takes it twice.
 """
 
 from __future__ import annotations
 
+from collections import deque
+from types import TracebackType
+
 import simpy
 
 
-class GlobalDeleteLock(simpy.Resource):
-    """A FIFO mutex that remembers how it was used."""
+class LockRequest(simpy.Event):
+    """One ``Lock()``; use as ``with lock.request() as req: yield req``."""
+
+    __slots__ = ("lock",)
+
+    def __init__(self, lock: GlobalDeleteLock) -> None:
+        super().__init__(lock.env)
+        self.lock = lock
+
+    def __enter__(self) -> LockRequest:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if exc_type is GeneratorExit:  # a process torn down with the simulation: nothing to hand on
+            return
+        if self.triggered:
+            self.lock.release()
+        else:
+            self.lock.waiters.remove(self)
+
+
+class GlobalDeleteLock:
+    """A FIFO mutex on simulated time that remembers how it was used."""
 
     def __init__(self, env: simpy.Environment, family: str) -> None:
-        super().__init__(env, capacity=1)
+        self.env = env
         self.family = family
+        self.holders = 0  # granted and not yet released: 0 or 1
+        self.waiters: deque[LockRequest] = deque()
         self.max_queue = 0
         self.max_holders = 0
         self.held_seconds = 0.0
 
-    def request(self) -> simpy.resources.resource.Request:  # type: ignore[override]
-        req = super().request()
-        self.max_queue = max(self.max_queue, len(self.queue))
-        self.max_holders = max(self.max_holders, len(self.users))
+    def request(self) -> LockRequest:
+        req = LockRequest(self)
+        self.waiters.append(req)
+        self._grant()
+        self.max_queue = max(self.max_queue, len(self.waiters))
+        self.max_holders = max(self.max_holders, self.holders)
         return req
+
+    def release(self) -> None:
+        self.holders -= 1
+        handover = simpy.Event(self.env)
+        handover.callbacks.append(lambda _: self._grant())  # type: ignore[union-attr]
+        handover.succeed()
+
+    def _grant(self) -> None:
+        if self.holders == 0 and self.waiters:
+            self.holders += 1
+            self.waiters.popleft().succeed()
 
     def record_hold(self, seconds: float) -> None:
         self.held_seconds += seconds
-        self.max_holders = max(self.max_holders, len(self.users))
+        self.max_holders = max(self.max_holders, self.holders)

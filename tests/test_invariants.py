@@ -34,7 +34,7 @@ def _watch(model: Model, seen: dict[str, int]) -> Generator[simpy.Event, None, N
         for family in model.node.families:
             for ctmap in family.maps:
                 seen["over_capacity"] += ctmap.present > ctmap.max_entries
-            seen["two_holders"] += len(family.lock.users) > 1
+            seen["two_holders"] += not 0 <= family.lock.holders <= 1
         create = model.node.endpoint_create.core
         seen["too_many_in_flight"] += create.in_flight > create.params.skip_initial + create.params.parallel_requests
         yield model.env.timeout(5)

@@ -1,0 +1,69 @@
+"""The family lock against simpy.Resource(capacity=1): the same grants, in the same order, at the same step."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator
+from typing import Any
+
+import simpy
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ctsim.lock import GlobalDeleteLock
+
+# (start, hold) per worker; whole seconds and zero holds make requests, releases and
+# hand-overs fall on the same instants, where only the order of events decides.
+workers = st.lists(st.tuples(st.integers(0, 5), st.integers(0, 3), st.integers(0, 2)), min_size=1, max_size=8)
+
+
+def trace(make_lock: Callable[[simpy.Environment], Any], plan: list[tuple[int, int, int]]) -> list[tuple]:
+    env = simpy.Environment()
+    lock = make_lock(env)
+    log: list[tuple] = []
+
+    def worker(i: int, start: int, hold: int, rounds: int) -> Generator[simpy.Event, object, None]:
+        yield env.timeout(start)
+        for r in range(rounds + 1):
+            with lock.request() as req:
+                yield req
+                log.append((env.now, "got", i, r))
+                if hold:
+                    yield env.timeout(hold)
+            log.append((env.now, "released", i, r))
+            yield env.timeout(0)  # an event scheduled right after the release: does the hand-over come first?
+            log.append((env.now, "after", i, r))
+
+    def ticker() -> Generator[simpy.Event, object, None]:
+        while True:  # a bystander whose events interleave with the lock's
+            log.append((env.now, "tick"))
+            yield env.timeout(1)
+
+    env.process(ticker())
+    for i, (start, hold, rounds) in enumerate(plan):
+        env.process(worker(i, start, hold, rounds))
+    env.run(until=40)
+    return log
+
+
+@settings(max_examples=300, deadline=None)
+@given(workers)
+def test_grants_come_in_the_order_and_at_the_step_a_resource_gives_them(plan: list[tuple[int, int, int]]) -> None:
+    assert trace(lambda env: GlobalDeleteLock(env, "ipv4"), plan) == trace(
+        lambda env: simpy.Resource(env, capacity=1), plan
+    )
+
+
+def test_it_remembers_its_longest_queue() -> None:
+    env = simpy.Environment()
+    lock = GlobalDeleteLock(env, "ipv4")
+
+    def walker() -> Generator[simpy.Event, object, None]:
+        with lock.request() as req:
+            yield req
+            yield env.timeout(10)
+        lock.record_hold(10)
+
+    for _ in range(4):
+        env.process(walker())
+    env.run()
+    assert (lock.max_queue, lock.max_holders, lock.held_seconds, lock.holders) == (3, 1, 40, 0)
