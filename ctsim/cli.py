@@ -211,7 +211,7 @@ def plan(
     if as_json:
         _print_json(doc)
         return
-    from ctsim.tables import render_plan
+    from ctsim.report import render_plan
 
     render_plan(doc)
 

@@ -1,4 +1,7 @@
-"""The human-readable report of one run; it reads the Result and nothing else."""
+"""The human-readable reports of run and plan: plain lines, styled on a terminal (``ctsim.term``).
+
+They read the Result (or plan's document) and nothing else.
+"""
 
 from __future__ import annotations
 
@@ -134,3 +137,54 @@ def render(r: Result, console: Terminal | None = None) -> None:
         f"Advice: this table fits {fits} within {format_duration(s.deadline)} "
         f"(scrubs of {r.walk_seconds:.1f} s queue on the CT lock); {keep}."
     )
+
+
+def render_plan(doc: dict, console: Terminal | None = None) -> None:
+    """The capacity answers, then each mitigation with what the model says it does."""
+    console = console or Terminal()
+    b = console.style
+    i = doc["inputs"]
+    mem = doc["map_memory_bytes"] / 2**20
+    console.print(
+        f"CT maps: TCP {doc['max_entries']:,} + non-TCP {doc['any_max_entries']:,} entries "
+        f"({i['max_entries_source']}); ~{mem:,.0f} MiB of keys and values"
+    )
+    a, f = doc["steady_state"]["adaptive"], doc["steady_state"]["fixed_60s"]
+    drift = (
+        f"the interval stays under 12h for {i['drift_horizon']}"
+        if a["drift_to_cap_s"] is None
+        else f"interval reaches 12h after {format_duration(a['drift_to_cap_s'])}"
+    )
+    console.print(
+        f"Churn {i['churn']['schedule']}: the table peaks at {a['peak_entries']:,} entries under the adaptive GC "
+        f"({drift}), {f['peak_entries']:,} with conntrack-gc-interval 60s"
+    )
+    fits = "any burst" if doc["safe_burst"] is None else f"{doc['safe_burst']} pods"
+    console.print(
+        f"At the peak one scrub walks for {doc['walk_seconds']:.1f} s at {i['walk_rate']:,.0f} entries/s; "
+        f"the largest burst whose scrubs fit {format_duration(i['deadline'])}: {fits}"
+    )
+    burst = doc["burst_at_peak"]
+    style = _VERDICT_STYLE.get(burst["verdict"], "bold")
+    console.print(
+        f"A {doc['burst']}-pod burst at the peak: {b(burst['verdict'].upper(), style)} "
+        f"({burst['pods_ready']} Ready, {burst['ready_first_attempt']} at the first attempt, "
+        f"{burst['add_timeouts']} ADD timeouts, {burst['add_429']} HTTP 429)"
+    )
+    collapse = doc["collapse"]["smallest_burst"]
+    console.print(
+        "No burst of up to 400 pods collapses the node at the peak."
+        if collapse is None
+        else f"The node collapses from a burst of {collapse} pods at the peak table."
+    )
+    console.print()
+    console.print("Mitigations (each simulated at the table it leads to):")
+    for rec in doc["recommendations"]:
+        o = rec["outcome"]
+        ready = "—" if o["all_ready_s"] is None else format_duration(o["all_ready_s"])
+        mark = b("✔", "green") if rec["helps"] else b("✘", "red")
+        console.print(
+            f" {mark} {rec['action']}: table ≤ {rec['peak_entries']:,}, walk {o['walk_seconds']:.2f} s, "
+            f"{doc['burst']}-pod burst {o['verdict']} ({o['pods_ready']} Ready, all by {ready}; "
+            f"{o['add_429']} HTTP 429)"
+        )

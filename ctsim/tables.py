@@ -1,7 +1,7 @@
-"""The reports of calibrate, emulate, sweep and plan: tables and markup, with rich.
+"""The reports of calibrate, emulate and sweep: tables, with rich.
 
-The run report (``ctsim.report``) stays plain: it is the main job's output,
-and importing rich would cost a sixth of the main job.
+The run and plan reports (``ctsim.report``) stay plain: importing rich would
+cost a sixth of the main job.
 """
 
 from __future__ import annotations
@@ -9,7 +9,6 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from ctsim.quantity import format_duration
 from ctsim.result import COLLAPSE, DEGRADED, OK
 
 _VERDICT_STYLE = {OK: "bold green", DEGRADED: "bold yellow", COLLAPSE: "bold red"}
@@ -119,53 +118,3 @@ def render_sweep(rows: list[dict], axes: list[str], seconds: float, console: Con
         )
     console.print(table)
     console.print(f"{len(rows)} runs in {seconds:.1f} s ({len(rows) / seconds:.0f} runs/s)")
-
-
-def render_plan(doc: dict, console: Console | None = None) -> None:
-    """The capacity answers, then each mitigation with what the model says it does."""
-    console = console or Console(highlight=False)
-    i = doc["inputs"]
-    mem = doc["map_memory_bytes"] / 2**20
-    console.print(
-        f"CT maps: TCP {doc['max_entries']:,} + non-TCP {doc['any_max_entries']:,} entries "
-        f"({i['max_entries_source']}); ~{mem:,.0f} MiB of keys and values"
-    )
-    a, f = doc["steady_state"]["adaptive"], doc["steady_state"]["fixed_60s"]
-    drift = (
-        f"the interval stays under 12h for {i['drift_horizon']}"
-        if a["drift_to_cap_s"] is None
-        else f"interval reaches 12h after {format_duration(a['drift_to_cap_s'])}"
-    )
-    console.print(
-        f"Churn {i['churn']['schedule']}: the table peaks at {a['peak_entries']:,} entries under the adaptive GC "
-        f"({drift}), {f['peak_entries']:,} with conntrack-gc-interval 60s"
-    )
-    fits = "any burst" if doc["safe_burst"] is None else f"{doc['safe_burst']} pods"
-    console.print(
-        f"At the peak one scrub walks for {doc['walk_seconds']:.1f} s at {i['walk_rate']:,.0f} entries/s; "
-        f"the largest burst whose scrubs fit {format_duration(i['deadline'])}: {fits}"
-    )
-    b = doc["burst_at_peak"]
-    style = _VERDICT_STYLE.get(b["verdict"], "bold")
-    console.print(
-        f"A {doc['burst']}-pod burst at the peak: [{style}]{b['verdict'].upper()}[/{style}] "
-        f"({b['pods_ready']} Ready, {b['ready_first_attempt']} at the first attempt, "
-        f"{b['add_timeouts']} ADD timeouts, {b['add_429']} HTTP 429)"
-    )
-    collapse = doc["collapse"]["smallest_burst"]
-    console.print(
-        "No burst of up to 400 pods collapses the node at the peak."
-        if collapse is None
-        else f"The node collapses from a burst of {collapse} pods at the peak table."
-    )
-    console.print()
-    console.print("Mitigations (each simulated at the table it leads to):")
-    for rec in doc["recommendations"]:
-        o = rec["outcome"]
-        ready = "—" if o["all_ready_s"] is None else format_duration(o["all_ready_s"])
-        mark = "[green]✔[/green]" if rec["helps"] else "[red]✘[/red]"
-        console.print(
-            f" {mark} {rec['action']}: table ≤ {rec['peak_entries']:,}, walk {o['walk_seconds']:.2f} s, "
-            f"{doc['burst']}-pod burst {o['verdict']} ({o['pods_ready']} Ready, all by {ready}; "
-            f"{o['add_429']} HTTP 429)"
-        )
