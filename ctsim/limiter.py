@@ -350,9 +350,9 @@ class APILimiter:
         """
         if not self.has_room():
             return False
-        core = self.core
-        req = core.schedule(self.env.now)
-        core.finished(self.env.now, core.admitted(self.env.now, req), success=False)
+        core = self.core  # schedule, admit and finish with an error: two counters move
+        core.requests_scheduled += 1
+        core.requests_processed += 1
         return True
 
     def call(self, ctx: simpy.Event, handler: Handler) -> Call:
@@ -450,7 +450,10 @@ class Call(simpy.Event):
             return
         if self.state == "semaphore":
             self._fire_now(CANCELLED)
-            self._leave(lambda: self.limiter.semaphore.abandon(self))
+            if self.state == "semaphore":  # the handler sees its context done: leaves the queue, errors out
+                self.limiter.semaphore.abandon(self)
+                self.state = CANCELLED
+                self.limiter.finish(self.req, success=False)
         elif self.state == "token":
             self._fire(CANCELLED)
             self._after_hops(1, self._leave_token)
