@@ -135,3 +135,22 @@ def test_the_lock_is_released_between_the_maps_of_a_family() -> None:
     ends = [x for end, seconds in holds[:4] for x in (end - start, seconds)]
     # TCP 1, TCP 2, then non-TCP 1 (pod 1's scrub ends at 70 s, not 40 s), non-TCP 2.
     assert ends == pytest.approx([30, 30, 60, 30, 70, 10, 80, 10], abs=0.01)
+
+
+def test_the_incident_run_keeps_its_numbers(incident) -> None:
+    """`ctsim run --entries 16M --pods 50`, as the docs and the last model change report it.
+
+    A change meant to make the model faster, not different, must leave these alone.
+    """
+    d = incident.to_dict()
+    cni = d["cni"]
+    assert (cni["add_attempts"], cni["add_429"], cni["add_timeouts"], cni["del_calls"], cni["del_timeouts"]) == (
+        576,
+        552,
+        24,
+        2380,
+        1804,
+    )
+    assert (d["pods"]["ready"], d["pods"]["ready_first_attempt"], d["lock"]["orphaned_walks"]) == (0, 0, 38)
+    assert round(d["pods"]["retry_interval_s"]["p50"], 1) == 74.8
+    assert round(d["lock"]["held_seconds"]) == 3598
