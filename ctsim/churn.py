@@ -8,6 +8,7 @@ it (``bpf-ct-timeout-*`` defaults). Arrivals are batched into one cohort per tic
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass
@@ -30,11 +31,14 @@ class ChurnSchedule:
     def constant(self) -> bool:
         return len(self.segments) == 1
 
+    @functools.cached_property
+    def period(self) -> float:
+        return sum(d for _, d in self.segments)
+
     def rate_at(self, t: float) -> float:
         if self.constant:
             return self.segments[0][0]
-        period = sum(d for _, d in self.segments)
-        t %= period
+        t %= self.period
         for rate, duration in self.segments:
             if t < duration:
                 return rate
@@ -45,7 +49,7 @@ class ChurnSchedule:
         """How many of ``t, t+step, ...`` (at most ``limit``) fall in the segment ``t`` falls in."""
         if self.constant:
             return limit
-        phase = t % sum(d for _, d in self.segments)
+        phase = t % self.period
         end = 0.0
         for _, duration in self.segments:
             end += duration
