@@ -35,7 +35,13 @@ def _walks(watcher: Watcher, cycles: int) -> list[FamilyAssessment]:
 
 
 def test_the_projection_holds_with_four_busy_processes(tmp_path: Path) -> None:
-    """Walk rate timed in CPU time, the fast end of a window: load must not move the projection by 10 %."""
+    """Walk rate timed in CPU time, the fast end of a window: load must not move the projection by 10 %.
+
+    The load is measured between two idle projections. This VM's own speed
+    sometimes drifts by half within seconds, busy or not; a trial whose two
+    idle projections disagree by more than 10 % measured that drift, not the
+    load, and is run again (at most five times; then the test fails).
+    """
     with bpffs() as root:
         pin_ct_map(root, "cilium_ct4_global", entries=200_000, max_entries=262_144)
         config = Config(bpffs=str(root), enable_nf_conntrack=False, enable_cilium_metrics=False)
@@ -43,13 +49,22 @@ def test_the_projection_holds_with_four_busy_processes(tmp_path: Path) -> None:
         def projection() -> FamilyAssessment:
             return _walks(Watcher(config, Assessor(Thresholds(), 213_000.0)), 12)[-1]
 
-        idle = projection()
-        with busy(4):
-            loaded = projection()
+        trials = []
+        for _ in range(5):
+            before = projection()
+            with busy(4):
+                loaded = projection()
+            after = projection()
+            trials.append((before.walk_seconds, loaded.walk_seconds, after.walk_seconds))
+            if after.walk_seconds == pytest.approx(before.walk_seconds, rel=0.10):
+                break
+        else:
+            pytest.fail(f"the machine's speed never held for a trial (idle, loaded, idle): {trials}")
+    idle = before
     assert idle.rate_source == loaded.rate_source == "measured"
     assert idle.rate_samples == loaded.rate_samples == 12
-    assert loaded.walk_seconds == pytest.approx(idle.walk_seconds, rel=0.10)
-    assert loaded.burst_seconds == pytest.approx(idle.burst_seconds, rel=0.10)
+    assert loaded.walk_seconds == pytest.approx(idle.walk_seconds, rel=0.10), trials
+    assert loaded.burst_seconds == pytest.approx(idle.burst_seconds, rel=0.10), trials
     assert loaded.level == idle.level
 
 
