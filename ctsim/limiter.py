@@ -18,16 +18,15 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Callable, Generator
-from dataclasses import dataclass, field, replace
-from typing import Protocol
+from dataclasses import dataclass, field
+from typing import NamedTuple, Protocol
 
 import simpy
 
 WAIT_SEMAPHORE_RESOLUTION = 10_000_000
 
 
-@dataclass(frozen=True)
-class APILimiterParameters:
+class APILimiterParameters(NamedTuple):
     estimated_processing: float = 0.0
     auto_adjust: bool = False
     mean_over: int = 10
@@ -202,8 +201,7 @@ def scaled(params: APILimiterParameters, time_scale: float) -> APILimiterParamet
     """The same limiter on a clock ``time_scale`` times faster (for ``ctsim emulate``)."""
     if time_scale == 1.0:
         return params
-    return replace(
-        params,
+    return params._replace(
         estimated_processing=params.estimated_processing / time_scale,
         rate_limit=params.rate_limit * time_scale,
         max_wait=params.max_wait / time_scale,

@@ -6,13 +6,12 @@ Flags given on the command line override every field.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ctsim.errors import pick
 
 
-@dataclass(frozen=True)
-class Preset:
+class Preset(NamedTuple):
     name: str
     description: str
     cores: int

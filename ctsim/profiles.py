@@ -9,7 +9,7 @@ v1.18.0-pre.1. Deletes stay one syscall each in every release.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ctsim.errors import pick
 
@@ -22,8 +22,7 @@ PUBLISHED_ENTRIES_PER_S = PUBLISHED_SYSCALLS_PER_S / 2  # 213,000
 BATCH_SPEEDUP = 10.0
 
 
-@dataclass(frozen=True)
-class Profile:
+class Profile(NamedTuple):
     name: str
     walk: str  # "per-entry" or "batched"
     walk_rate: float  # entries per second walked

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
 def walk_seconds(entries: float, rate: float, deletes: float = 0.0, delete_seconds: float = 0.0) -> float:
@@ -28,8 +28,7 @@ def walk_seconds(entries: float, rate: float, deletes: float = 0.0, delete_secon
     return entries / rate + deletes * delete_seconds
 
 
-@dataclass(frozen=True)
-class FamilyWalk:
+class FamilyWalk(NamedTuple):
     """One family's part of a scrub: present entries per map (TCP, non-TCP) at one rate."""
 
     family: str

@@ -10,7 +10,7 @@ from older element sizes and no longer hold.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 CT_MAP_ENTRIES_GLOBAL_TCP_DEFAULT = 2 << 18  # 524,288
 CT_MAP_ENTRIES_GLOBAL_ANY_DEFAULT = 2 << 17  # 262,144
@@ -37,8 +37,7 @@ TOTAL_MAP_MEMORY_DEFAULT = (
 )  # 149,422,080 B
 
 
-@dataclass(frozen=True)
-class CTMapSizes:
+class CTMapSizes(NamedTuple):
     """``bpf-ct-global-tcp-max`` and ``bpf-ct-global-any-max``: each family's maps have these sizes."""
 
     tcp: int
