@@ -1,0 +1,46 @@
+"""The plain run report: styles only where a terminal wants them."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from ctsim.report import render
+from ctsim.term import Terminal
+
+from .conftest import run
+
+
+class FakeTTY(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize(
+    ("env", "stream", "styled"),
+    [
+        ({}, io.StringIO(), False),  # piped: plain, one line per line, for grep
+        ({}, FakeTTY(), True),
+        ({"NO_COLOR": "1"}, FakeTTY(), False),
+        ({"TERM": "dumb"}, FakeTTY(), False),
+        ({"FORCE_COLOR": "1"}, io.StringIO(), True),
+    ],
+)
+def test_styles_follow_the_terminal_and_the_usual_variables(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str], stream: io.StringIO, styled: bool
+) -> None:
+    for name in ("NO_COLOR", "FORCE_COLOR", "TERM"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    render(run(entries="16Ki", pods="3", horizon="5m"), Terminal(stream))
+    text = stream.getvalue()
+    assert ("\033[" in text) is styled
+    assert "Verdict: " in text and "Advice: " in text
+
+
+def test_the_inputs_line_up_in_two_columns() -> None:
+    out = io.StringIO()
+    Terminal(out, color=False).grid([("a", "1"), ("longer label", "2")])
+    assert out.getvalue().splitlines() == ["a             1", "longer label  2"]
