@@ -384,13 +384,12 @@ class Call(simpy.Event):
     waiting for a slot tells its client at that instant.
     """
 
-    __slots__ = ("_ctx", "_handler", "_token_at", "abandoned", "limiter", "mean", "process", "req", "state", "weight")
+    __slots__ = ("_ctx", "_handler", "_token_at", "abandoned", "limiter", "mean", "req", "state", "weight")
 
     def __init__(self, limiter: APILimiter, ctx: simpy.Event, handler: Handler) -> None:
         super().__init__(limiter.env)
         self.limiter, self._ctx, self._handler = limiter, ctx, handler
         self.state = "new"
-        self.process: simpy.Process | None = None
         ctx.callbacks.append(self._ctx_done)  # type: ignore[union-attr]  # the client's `handler | ctx`
         self._arrive()
 
@@ -494,7 +493,7 @@ class Call(simpy.Event):
         """Admitted: the handler goes on with its request at once; the client hears when it ends."""
         self.state = "admitted"
         req = self.limiter.core.admitted(self.env.now, self.req)
-        self.process = process = self.env.process(self._handler(req))  # type: ignore[arg-type]
+        process = self.env.process(self._handler(req))  # type: ignore[arg-type]
         process.callbacks.append(self._handled)  # type: ignore[union-attr]
 
     def _handled(self, process: simpy.Event) -> None:
