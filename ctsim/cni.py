@@ -9,9 +9,11 @@ a later kubelet sync to tear down.
 from __future__ import annotations
 
 from collections.abc import Generator
+from typing import NamedTuple
 
 import simpy
 
+from ctsim.clock import timeout_at
 from ctsim.endpoint import (
     NOT_FOUND,
     OK,
@@ -20,7 +22,7 @@ from ctsim.endpoint import (
     delete_endpoint_fast,
     delete_endpoint_handler,
 )
-from ctsim.limiter import CANCELLED, REFUSED, REFUSED_PACED
+from ctsim.limiter import CANCELLED, REFUSED, REFUSED_PACED, APILimiter, Call, Handler
 from ctsim.node import Node
 
 CLIENT_TIMEOUT = 90.0  # pkg/api ClientTimeout
@@ -29,13 +31,51 @@ TOO_MANY_REQUESTS = "429"
 TIMEOUT = "timeout"
 
 
-def cni_add(node: Node, sandbox: Sandbox, deadline_s: float) -> Generator[simpy.Event, object, str]:
-    """One CNI ADD; returns "ok", "429" or "timeout"."""
-    env, c = node.env, node.counters
-    c.add_attempts += 1
-    deadline = env.now + deadline_s
-    ctx = env.timeout(deadline_s)
-    answer = yield node.endpoint_create.call(ctx, lambda req: create_endpoint(node, sandbox, req, ctx, deadline))
+class Arrived(NamedTuple):
+    """When a call reached its limiter, and what the limiter gave it then (its slot's weight, the mean it read)."""
+
+    at: float
+    weight: int
+    mean: float
+
+
+def add_call(node: Node, sandbox: Sandbox, deadline_s: float, arrived: Arrived | None = None) -> Call:
+    """PUT /endpoint through the limiter, from cilium-cni's client with its ``deadline_s`` timeout.
+
+    ``arrived``: the call reached the limiter then and waits for a slot still
+    (a parked pod's); else it arrives now.
+    """
+    at = node.env.now if arrived is None else arrived.at
+    deadline = at + deadline_s
+    ctx = node.env.timeout(deadline_s) if arrived is None else timeout_at(node.env, deadline)
+    return _call(node.endpoint_create, ctx, lambda req: create_endpoint(node, sandbox, req, ctx, deadline), arrived)
+
+
+def del_call(node: Node, sandbox: Sandbox, arrived: Arrived | None = None) -> Call:
+    """DELETE /endpoint through the limiter, with containerd's teardown timeout; see ``add_call``."""
+    timeout_s = TEARDOWN_TIMEOUT / node.time_scale
+    at = node.env.now if arrived is None else arrived.at
+    deadline = at + timeout_s
+    ctx = node.env.timeout(timeout_s) if arrived is None else timeout_at(node.env, deadline)
+    # endpoint-delete has no max wait: only a gone client ends its wait.
+    return _call(node.endpoint_delete, ctx, lambda req: delete_endpoint_handler(node, sandbox, req, deadline), arrived)
+
+
+def _call(limiter: APILimiter, ctx: simpy.Event, handler: Handler, arrived: Arrived | None) -> Call:
+    if arrived is None:
+        return limiter.call(ctx, handler)
+    return Call.queued(limiter, ctx, handler, arrived.at, arrived.weight, arrived.mean)
+
+
+def cni_add(
+    node: Node, sandbox: Sandbox, deadline_s: float, call: Call | None = None
+) -> Generator[simpy.Event, object, str]:
+    """One CNI ADD; returns "ok", "429" or "timeout". ``call``: one already waiting in the limiter."""
+    c = node.counters
+    if call is None:
+        c.add_attempts += 1
+        call = add_call(node, sandbox, deadline_s)
+    answer = yield call
     if isinstance(answer, simpy.Process) and answer.value == OK:
         c.add_ok += 1
         return OK
@@ -48,18 +88,16 @@ def cni_add(node: Node, sandbox: Sandbox, deadline_s: float) -> Generator[simpy.
     return TIMEOUT
 
 
-def cni_del(node: Node, sandbox: Sandbox) -> Generator[simpy.Event, object, bool]:
-    """One CNI DEL from containerd's teardown; False when it timed out."""
-    env, c = node.env, node.counters
-    timeout_s = TEARDOWN_TIMEOUT / node.time_scale
-    c.del_calls += 1
-    if delete_endpoint_fast(node, sandbox):
-        c.del_404 += 1
-        return True
-    deadline = env.now + timeout_s
-    ctx = env.timeout(timeout_s)
-    # endpoint-delete has no max wait: only a gone client ends its wait.
-    answer = yield node.endpoint_delete.call(ctx, lambda req: delete_endpoint_handler(node, sandbox, req, deadline))
+def cni_del(node: Node, sandbox: Sandbox, call: Call | None = None) -> Generator[simpy.Event, object, bool]:
+    """One CNI DEL from containerd's teardown; False when it timed out. ``call``: see ``cni_add``."""
+    c = node.counters
+    if call is None:
+        c.del_calls += 1
+        if delete_endpoint_fast(node, sandbox):
+            c.del_404 += 1
+            return True
+        call = del_call(node, sandbox)
+    answer = yield call
     if isinstance(answer, simpy.Process):
         c.del_404 += answer.value == NOT_FOUND
         return True

@@ -13,15 +13,27 @@ import random
 from array import array
 from collections.abc import Generator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, cast
 
 import simpy
 
+from ctsim.clock import timeout_at
 from ctsim.cni import cni_add, cni_del
 from ctsim.endpoint import OK, Sandbox
 from ctsim.node import Node
 
+if TYPE_CHECKING:
+    from ctsim.limiter import Call
+    from ctsim.parking import Parking, Resume
+
 BACKOFF = 10.0
 BACKOFF_JITTER = 0.5
+
+# A pod's next step in its sync loop.
+ADD = "add"
+DEL_AFTER_ADD = "del"  # containerd's teardown of the sandbox whose ADD failed
+DEL_STALE = "del stale"  # the next sync's teardown of a sandbox whose DEL timed out
+BACK_OFF = "back-off"
 
 
 class Draws:
@@ -29,8 +41,8 @@ class Draws:
 
     A Mersenne Twister holds 2.5 KB of state; a hundred thousand parked pods
     would hold 250 MB of it to draw a few dozen jitters an hour. This keeps a
-    block of drawn values and re-seeds for the next block (skipping what was
-    drawn; blocks double, so the skipping costs as much as the drawing).
+    block of drawn values and re-seeds for the next block, skipping what was
+    drawn (one ``getrandbits`` call); blocks double in size.
     """
 
     __slots__ = ("_block", "_drawn", "_next", "_seed")
@@ -40,17 +52,22 @@ class Draws:
         self._block: array[float] = array("d")
 
     def random(self) -> float:
-        if self._next == len(self._block):
-            rng = random.Random(self._seed)
-            for _ in range(self._drawn):
-                rng.random()
-            size = max(8, self._drawn)
-            self._block = array("d", (rng.random() for _ in range(size)))
-            self._drawn += size
-            self._next = 0
-        value = self._block[self._next]
+        value = self._block[self._next] if self._next < len(self._block) else self.peek()
         self._next += 1
         return value
+
+    def peek(self) -> float:
+        """The value the next ``random()`` returns."""
+        if self._next == len(self._block):
+            rng = random.Random(self._seed)
+            if self._drawn:
+                rng.getrandbits(64 * self._drawn)  # random() takes two 32-bit words: skips what was drawn
+            size = max(8, self._drawn)
+            draw = rng.random
+            self._block = array("d", [draw() for _ in range(size)])
+            self._drawn += size
+            self._next = 0
+        return self._block[self._next]
 
 
 @dataclass
@@ -88,7 +105,12 @@ class Pod:
 
 def backoff(rng: Draws | random.Random) -> float:
     """``wait.Jitter(10s, 0.5)``."""
-    return BACKOFF * (1.0 + rng.random() * BACKOFF_JITTER)
+    return jitter(rng.random())
+
+
+def jitter(u: float) -> float:
+    """``wait.Jitter(10s, 0.5)`` for the uniform draw ``u``."""
+    return BACKOFF * (1.0 + u * BACKOFF_JITTER)
 
 
 def new_pod(index: int, pods: int, seed: int, start_spread: float) -> Pod:
@@ -103,27 +125,67 @@ def new_pod(index: int, pods: int, seed: int, start_spread: float) -> Pod:
     return Pod(index=index, created_at=(index + 0.5 * rng.random()) * slot, rng=rng)
 
 
-def pod_worker(node: Node, pod: Pod, deadline_s: float, start_delay: float) -> Generator[simpy.Event, object, None]:
-    """One pod's sync loop: ADD, and on failure containerd's DEL, back-off, a new sandbox."""
+def pod_worker(
+    node: Node, pod: Pod, deadline_s: float, start_delay: float, parking: Parking | None = None
+) -> Generator[simpy.Event, object, None]:
+    """One pod's sync loop: ADD, and on failure containerd's DEL, back-off, a new sandbox.
+
+    A sandbox whose DEL timed out is torn down first at the next sync; once
+    it is, the new sandbox's ADD follows at once. With ``parking``, a back-off
+    whose next steps can only be refused is handed to it (``ctsim.parking``)
+    and the loop picks up where parking leaves the pod.
+    """
     env = node.env
     yield env.timeout(start_delay)
-    stale: Sandbox | None = None
+    stale: Sandbox | None = None  # a sandbox whose teardown timed out
+    sandbox: Sandbox | None = None  # this attempt's
+    call: Call | None = None  # a call already waiting in the limiter (a pod coming back from parking)
+    step = ADD
     while True:
-        if stale is not None:
-            torn_down = yield from cni_del(node, stale)
+        if step == BACK_OFF:
+            delay = backoff(pod.rng) / node.time_scale
+            step = DEL_STALE if stale is not None else ADD
+            if parking is None or not parking.admits(stale):
+                yield env.timeout(delay)
+                continue
+            step, stale, sandbox, call = yield from _parked(parking, pod, stale, sandbox, env.now + delay, step)
+            continue
+        if step == DEL_STALE:
+            assert stale is not None
+            torn_down = yield from cni_del(node, stale, call)
+            call = None
             pod.stale_sandbox = not torn_down
             if torn_down:
-                stale = None
-        if stale is None:
-            pod.attempts += 1
-            pod.attempt_times.append(env.now)
-            sandbox = Sandbox(pod=pod.index, attempt=pod.attempts)
-            outcome = yield from cni_add(node, sandbox, deadline_s)
+                stale, step = None, ADD
+            else:
+                step = BACK_OFF
+        elif step == ADD:
+            if call is None:
+                pod.attempts += 1
+                pod.attempt_times.append(env.now)
+                sandbox = Sandbox(pod=pod.index, attempt=pod.attempts)
+            assert sandbox is not None
+            outcome = yield from cni_add(node, sandbox, deadline_s, call)
+            call = None
             if outcome == OK:
                 pod.ready_at = env.now
                 return
             pod.failures += 1
-            torn_down = yield from cni_del(node, sandbox)  # containerd's deferred teardown
+            step = DEL_AFTER_ADD
+        else:  # containerd's deferred teardown
+            assert sandbox is not None
+            torn_down = yield from cni_del(node, sandbox, call)
+            call = None
             if not torn_down:
                 stale, pod.stale_sandbox = sandbox, True
-        yield env.timeout(backoff(pod.rng) / node.time_scale)
+            step = BACK_OFF
+
+
+def _parked(
+    parking: Parking, pod: Pod, stale: Sandbox | None, sandbox: Sandbox | None, at: float, step: str
+) -> Generator[simpy.Event, object, tuple[str, Sandbox | None, Sandbox | None, Call | None]]:
+    """Hands the pod's ``step`` at ``at`` to parking; returns where the pod goes on (step, sandboxes, call)."""
+    resume = cast("Resume", (yield parking.park(pod, stale, sandbox, at, step)))
+    if resume.at is not None and resume.at > parking.env.now:  # taken back during a back-off
+        yield timeout_at(parking.env, resume.at)
+    return resume.step, resume.stale, resume.sandbox, resume.call

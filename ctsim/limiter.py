@@ -15,6 +15,7 @@ parallelism from the mean of the last ``mean_over`` processing times.
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections import deque
 from collections.abc import Callable, Generator
@@ -22,6 +23,8 @@ from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
 
 import simpy
+
+from ctsim.clock import timeout_at
 
 WAIT_SEMAPHORE_RESOLUTION = 10_000_000
 
@@ -131,7 +134,29 @@ class Waiter(Protocol):
     weight: int
     abandoned: bool
 
+    @property
+    def arrived_at(self) -> float: ...
+
     def granted(self) -> None: ...
+
+
+class LazyQueue(Protocol):
+    """Waiters not yet made into objects (``ctsim.parking``): pods whose retries are played on demand.
+
+    The semaphore calls ``settle`` before its state changes (so what was
+    played so far saw the state it had), asks ``first`` for the earliest such
+    waiter still queued (arrival time, weight) when it has room to grant, and
+    ``take``s it as a real waiter; the limiter calls ``changed`` after a
+    request finished.
+    """
+
+    def settle(self) -> None: ...
+
+    def first(self) -> tuple[float, int] | None: ...
+
+    def take(self) -> Waiter: ...
+
+    def changed(self) -> None: ...
 
 
 class WeightedSemaphore:
@@ -146,6 +171,7 @@ class WeightedSemaphore:
         self.cur = 0
         self.waiting = 0  # waiters not abandoned
         self._waiters: deque[Waiter] = deque()
+        self.lazy: LazyQueue | None = None
 
     def has_room(self, n: int) -> bool:
         return self.size - self.cur >= n and not self.waiting
@@ -153,6 +179,8 @@ class WeightedSemaphore:
     def try_acquire(self, n: int) -> bool:
         if not self.has_room(n):
             return False
+        if self.lazy is not None:
+            self.lazy.settle()
         self.cur += n
         return True
 
@@ -163,27 +191,50 @@ class WeightedSemaphore:
 
     def abandon(self, waiter: Waiter) -> None:
         """A waiter gave up before its grant (context done): its place goes to the next."""
+        if self.lazy is not None:
+            self.lazy.settle()
         waiter.abandoned = True
         self.waiting -= 1
         self._notify()
 
     def release(self, n: int) -> None:
+        if self.lazy is not None:
+            self.lazy.settle()
         self.cur -= n
         self._notify()
 
+    def requeue(self, waiters: list[Waiter]) -> None:
+        """Waiters taken back from the lazy queue at once, placed among the rest by arrival."""
+        ordered = heapq.merge(self._waiters, sorted(waiters, key=_arrival), key=_arrival)
+        self._waiters = deque(ordered)
+        self.waiting += len(waiters)
+
     def _notify(self) -> None:
-        waiters = self._waiters
-        while waiters:
-            head = waiters[0]
-            if head.abandoned:
+        waiters, lazy = self._waiters, self.lazy
+        while True:
+            while waiters and waiters[0].abandoned:
                 waiters.popleft()
+            parked = lazy.first() if lazy is not None else None
+            if parked is not None and (not waiters or parked[0] < waiters[0].arrived_at):
+                if self.size - self.cur < parked[1]:
+                    break
+                self.cur += parked[1]
+                assert lazy is not None
+                lazy.take().granted()
                 continue
+            if not waiters:
+                break
+            head = waiters[0]
             if self.size - self.cur < head.weight:
                 break
             self.cur += head.weight
             waiters.popleft()
             self.waiting -= 1
             head.granted()
+
+
+def _arrival(waiter: Waiter) -> float:
+    return waiter.arrived_at
 
 
 @dataclass(slots=True)
@@ -359,8 +410,13 @@ class APILimiter:
 
     def finish(self, req: LimitedRequest, success: bool) -> None:
         """``requestFinished`` (``Done`` or ``Error``): frees the slot; only success re-tunes."""
+        lazy = self.semaphore.lazy
+        if lazy is not None:
+            lazy.settle()
         if self.core.finished(self.env.now, req, success) and req.weight:
             self.semaphore.release(req.weight)
+        if lazy is not None:
+            lazy.changed()
 
 
 Handler = Callable[[LimitedRequest], Generator[simpy.Event, object, object]]
@@ -392,6 +448,30 @@ class Call(simpy.Event):
         self.state = "new"
         ctx.callbacks.append(self._ctx_done)  # type: ignore[union-attr]  # the client's `handler | ctx`
         self._arrive()
+
+    @classmethod
+    def queued(
+        cls, limiter: APILimiter, ctx: simpy.Event, handler: Handler, arrived_at: float, weight: int, mean: float
+    ) -> Call:
+        """A call that arrived at ``arrived_at`` and has waited for a slot since (a parked pod's).
+
+        Its arrival was counted when it was played; its ``max_wait`` timer
+        lands where the one set at arrival would have. The caller queues it.
+        """
+        self = cls.__new__(cls)
+        simpy.Event.__init__(self, limiter.env)
+        self.limiter, self._ctx, self._handler = limiter, ctx, handler
+        self.req = LimitedRequest(scheduled_at=arrived_at)
+        self.state, self.weight, self.abandoned, self.mean = "semaphore", weight, False, mean
+        ctx.callbacks.append(self._ctx_done)  # type: ignore[union-attr]
+        max_wait = limiter.core.params.max_wait
+        if max_wait > 0:
+            timeout_at(limiter.env, arrived_at + max_wait).callbacks.append(self._max_wait_done)  # type: ignore[union-attr]
+        return self
+
+    @property
+    def arrived_at(self) -> float:
+        return self.req.scheduled_at
 
     def _arrive(self) -> None:
         env, limiter, ctx = self.env, self.limiter, self._ctx

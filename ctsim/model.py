@@ -14,6 +14,7 @@ from ctsim.gc import GCHistory, GCPolicy, run_gc
 from ctsim.kubelet import Pod, new_pod, pod_worker
 from ctsim.lock import GlobalDeleteLock
 from ctsim.node import Family, Node
+from ctsim.parking import Parking
 from ctsim.projection import FamilyWalk, max_entries_for_burst, safe_burst
 from ctsim.result import Advice, FamilyResult, Result, verdict
 from ctsim.scenario import Scenario
@@ -40,9 +41,11 @@ def _family(
 class Model:
     scenario: Scenario
     trace_every: float | None = None  # node seconds between (t, present, expired) samples
+    parking: bool = True  # play refused retries on demand (ctsim.parking); False plays each as events
     env: simpy.Environment = field(init=False)
     node: Node = field(init=False)
     pods: list[Pod] = field(init=False)
+    parked: Parking | None = field(init=False)  # None: parking is off, or cannot apply to this scenario
     gc: GCHistory = field(init=False)
 
     def __post_init__(self) -> None:
@@ -81,8 +84,10 @@ class Model:
         if self.trace_every:
             env.process(self._sample(family, self.trace_every / k))
         self.pods = [new_pod(i, s.pods, s.seed, s.pod_start_spread / k) for i in range(s.pods)]
+        parks = self.parking and Parking.applies(self.node, s.deadline / k)
+        self.parked = Parking(self.node, s.deadline / k) if parks else None
         for pod in self.pods:
-            env.process(pod_worker(self.node, pod, s.deadline / k, pod.created_at))
+            env.process(pod_worker(self.node, pod, s.deadline / k, pod.created_at, self.parked))
 
     def _gc_pass(self) -> Generator[simpy.Event, object, tuple[int, int, float]]:
         """``runGC`` over ``GlobalMaps(ipv4, ipv6)``: every family, one ratio (the max over all maps)."""
@@ -125,6 +130,8 @@ class Model:
 
     def result(self) -> Result:
         s, node, now = self.scenario, self.node, self.env.now
+        if self.parked is not None:
+            self.parked.finish()  # a parked pod's steps before the horizon
         for family in node.families:
             for m in family.maps:
                 m.catch_up(now, inclusive=False)  # a run stops before the events at its horizon
