@@ -66,6 +66,8 @@ class GlobalDeleteLock:
 
     def release(self) -> None:
         self.holders -= 1
+        if not self.waiters:
+            return  # a hand-over to nobody: a request before it would be granted at once all the same
         handover = simpy.Event(self.env)
         handover.callbacks.append(lambda _: self._grant())  # type: ignore[union-attr]
         handover.succeed()
