@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import simpy
 
 from ctsim.limiter import LimitedRequest
+from ctsim.lock import FIFOLock
 from ctsim.node import Node
 from ctsim.walk import walk
 
@@ -27,7 +28,7 @@ NOT_FOUND = "404"
 class Endpoint:
     """A pod's endpoint in the agent; its lock is the endpoint's own write lock."""
 
-    lock: simpy.Resource
+    lock: FIFOLock
     deleted: bool = False
 
 
@@ -86,7 +87,7 @@ def create_endpoint(
     ``ctx`` fires when cilium-cni's client gives up.
     """
     env = node.env
-    ep = Endpoint(lock=simpy.Resource(env, capacity=1))
+    ep = Endpoint(lock=FIFOLock(env))
     sandbox.endpoint = ep
     scrub = env.process(_create_scrub(node, ep, deadline))
     regeneration = env.process(_regenerate(node, ep, scrub, deadline))

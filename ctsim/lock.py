@@ -10,7 +10,8 @@ It behaves as a ``simpy.Resource`` of capacity 1, event for event: a grant is
 an event, and a release hands the lock on one scheduler round later (the
 Resource's Release event), unless a new request comes first, which wakes the
 oldest waiter at once. Written out, it costs half of what the generic
-Resource does, and every GC pass and scrub takes it twice.
+Resource does, and every GC pass and scrub takes it twice; ``FIFOLock`` is
+the same for any capacity.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ class LockRequest(simpy.Event):
 
     __slots__ = ("lock",)
 
-    def __init__(self, lock: GlobalDeleteLock) -> None:
+    def __init__(self, lock: FIFOLock) -> None:
         super().__init__(lock.env)
         self.lock = lock
 
@@ -44,24 +45,23 @@ class LockRequest(simpy.Event):
             self.lock.waiters.remove(self)
 
 
-class GlobalDeleteLock:
-    """A FIFO mutex on simulated time that remembers how it was used."""
+class FIFOLock:
+    """``capacity`` holders at a time, the rest served first come first: ``simpy.Resource``, event for event.
 
-    def __init__(self, env: simpy.Environment, family: str) -> None:
+    The agent's other locks are this too: an endpoint's own lock
+    (capacity 1) and the build semaphore ``buildEndpointSem`` (one per core).
+    """
+
+    def __init__(self, env: simpy.Environment, capacity: int = 1) -> None:
         self.env = env
-        self.family = family
-        self.holders = 0  # granted and not yet released: 0 or 1
+        self.capacity = capacity
+        self.holders = 0  # granted and not yet released
         self.waiters: deque[LockRequest] = deque()
-        self.max_queue = 0
-        self.max_holders = 0
-        self.held_seconds = 0.0
 
     def request(self) -> LockRequest:
         req = LockRequest(self)
         self.waiters.append(req)
         self._grant()
-        self.max_queue = max(self.max_queue, len(self.waiters))
-        self.max_holders = max(self.max_holders, self.holders)
         return req
 
     def release(self) -> None:
@@ -73,9 +73,27 @@ class GlobalDeleteLock:
         handover.succeed()
 
     def _grant(self) -> None:
-        if self.holders == 0 and self.waiters:
+        """Grants the oldest waiter if there is room: one per request or hand-over, as the Resource does."""
+        if self.holders < self.capacity and self.waiters:
             self.holders += 1
             self.waiters.popleft().succeed()
+
+
+class GlobalDeleteLock(FIFOLock):
+    """A family's CT lock (a FIFO mutex) that remembers how it was used."""
+
+    def __init__(self, env: simpy.Environment, family: str) -> None:
+        super().__init__(env, capacity=1)
+        self.family = family
+        self.max_queue = 0
+        self.max_holders = 0
+        self.held_seconds = 0.0
+
+    def request(self) -> LockRequest:
+        req = super().request()
+        self.max_queue = max(self.max_queue, len(self.waiters))
+        self.max_holders = max(self.max_holders, self.holders)
+        return req
 
     def record_hold(self, seconds: float) -> None:
         self.held_seconds += seconds

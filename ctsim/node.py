@@ -14,7 +14,7 @@ import simpy
 
 from ctsim.ctmap import CTMap
 from ctsim.limiter import ENDPOINT_CREATE, ENDPOINT_DELETE, APILimiter, scaled
-from ctsim.lock import GlobalDeleteLock
+from ctsim.lock import FIFOLock, GlobalDeleteLock
 
 
 @dataclass
@@ -61,9 +61,9 @@ class Node:
     counters: Counters = field(default_factory=Counters)
     endpoint_create: APILimiter = field(init=False)
     endpoint_delete: APILimiter = field(init=False)
-    build_permits: simpy.Resource = field(init=False)
+    build_permits: FIFOLock = field(init=False)
 
     def __post_init__(self) -> None:
         self.endpoint_create = APILimiter(self.env, "endpoint-create", scaled(ENDPOINT_CREATE, self.time_scale))
         self.endpoint_delete = APILimiter(self.env, "endpoint-delete", scaled(ENDPOINT_DELETE, self.time_scale))
-        self.build_permits = simpy.Resource(self.env, capacity=self.cores)  # buildEndpointSem
+        self.build_permits = FIFOLock(self.env, capacity=self.cores)  # buildEndpointSem

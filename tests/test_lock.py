@@ -1,4 +1,4 @@
-"""The family lock against simpy.Resource(capacity=1): the same grants, in the same order, at the same step."""
+"""The locks against simpy.Resource: the same grants, in the same order, at the same step."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import simpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctsim.lock import GlobalDeleteLock
+from ctsim.lock import FIFOLock, GlobalDeleteLock
 
 # (start, hold) per worker; whole seconds and zero holds make requests, releases and
 # hand-overs fall on the same instants, where only the order of events decides.
@@ -50,6 +50,14 @@ def trace(make_lock: Callable[[simpy.Environment], Any], plan: list[tuple[int, i
 def test_grants_come_in_the_order_and_at_the_step_a_resource_gives_them(plan: list[tuple[int, int, int]]) -> None:
     assert trace(lambda env: GlobalDeleteLock(env, "ipv4"), plan) == trace(
         lambda env: simpy.Resource(env, capacity=1), plan
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(workers, st.integers(1, 4))
+def test_a_lock_of_any_capacity_grants_as_a_resource_of_it(plan: list[tuple[int, int, int]], capacity: int) -> None:
+    assert trace(lambda env: FIFOLock(env, capacity), plan) == trace(
+        lambda env: simpy.Resource(env, capacity=capacity), plan
     )
 
 
