@@ -131,9 +131,10 @@ def pod_worker(
     """One pod's sync loop: ADD, and on failure containerd's DEL, back-off, a new sandbox.
 
     A sandbox whose DEL timed out is torn down first at the next sync; once
-    it is, the new sandbox's ADD follows at once. With ``parking``, a back-off
-    whose next steps can only be refused is handed to it (``ctsim.parking``)
-    and the loop picks up where parking leaves the pod.
+    it is, the new sandbox's ADD follows at once. With ``parking``, steps that
+    can only be refused are handed to it (``ctsim.parking``): from a back-off,
+    or from the instant its own timer (its start, a back-off) ended; the loop
+    picks up where parking leaves the pod.
     """
     env = node.env
     yield env.timeout(start_delay)
@@ -141,12 +142,20 @@ def pod_worker(
     sandbox: Sandbox | None = None  # this attempt's
     call: Call | None = None  # a call already waiting in the limiter (a pod coming back from parking)
     step = ADD
+    own_timer = True  # this instant came from the pod's own jittered timer: no other event shares it
     while True:
+        # A pod's first tries are mostly served when they will be: parking them costs more than it saves.
+        if parking is not None and own_timer and pod.failures > 1 and parking.admits(stale):
+            step, stale, sandbox, call = yield from _parked(parking, pod, stale, sandbox, env.now, step)
+            own_timer = False
+            continue
+        own_timer = False
         if step == BACK_OFF:
             delay = backoff(pod.rng) / node.time_scale
             step = DEL_STALE if stale is not None else ADD
-            if parking is None or not parking.admits(stale):
+            if parking is None or pod.failures < 2 or not parking.admits(stale):
                 yield env.timeout(delay)
+                own_timer = True
                 continue
             step, stale, sandbox, call = yield from _parked(parking, pod, stale, sandbox, env.now + delay, step)
             continue

@@ -129,18 +129,24 @@ class Parking:
     def park(self, pod: Pod, stale: Sandbox | None, sandbox: Sandbox | None, at: float, step: str) -> simpy.Event:
         """Parks a pod from now until it wakes up for ``step`` at ``at``; its process waits for a Resume.
 
-        Only a back-off parks. Its end is jittered, and so is every step
-        played from it on, so no two pods' parked steps fall on the same
-        float instant, nor on another event's. A pod parked at a step due
-        now could share that instant with others (a cascade of grants at one
-        release admits and queues many ADDs at once), and their order there
-        is the order of SimPy's event ids, which parking does not see.
+        A pod parks at a back-off, or at a step due now that its own
+        jittered timer (its start, a back-off) brought it to. Either way its
+        next step's instant is jittered, and so is every step played from it
+        on, so no two pods' parked steps fall on the same float instant, nor
+        on another event's. A pod that reached a step through others (a
+        cascade of grants at one release admits and queues many ADDs at once)
+        shares that instant with them, and their order there is the order of
+        SimPy's event ids, which parking does not see: it stays a process.
         """
         p = Parked(pod=pod, event=simpy.Event(self.env), stale=stale, phase=WAIT, step=step, t=at, sandbox=sandbox)
         self.parked[pod.index] = p
         self.parks += 1
-        p.key = key = next(self._keys)
-        heappush(self._due, (at, key, p))
+        if at <= self.env.now:  # its step is due now: played with the limiters as they are, after all before it
+            self.settle()
+            self._play(p, self.delete.has_room())
+        else:
+            p.key = key = next(self._keys)
+            heappush(self._due, (at, key, p))
         return p.event
 
     def settle(self) -> None:
