@@ -64,11 +64,8 @@ def test_parking_plays_every_step_as_the_processes_would(flags: dict[str, object
 # Each way a parked pod comes back, and a scenario that takes it.
 PATHS = {
     "granted a slot (collapse)": ({"entries": "16M", "pods": "50"}, "parks"),
-    "woken: endpoint-create had a free slot": ({"entries": "256Ki", "pods": "20"}, "wakes"),
-    "all at once: a limiter's slot weight changed": (
-        {"entries": "2Mi", "pods": "50", "regeneration": "30s"},
-        "unparks",
-    ),
+    "woken: endpoint-create had a free slot": ({"entries": "256Ki", "pods": "20", "regeneration": "30s"}, "wakes"),
+    "all at once: a limiter's slot weight changed": ({"entries": "256Ki", "pods": "50", "cores": "1"}, "unparks"),
 }
 
 
