@@ -32,9 +32,9 @@ TIMEOUT = "timeout"
 
 
 class Arrived(NamedTuple):
-    """When a call reached its limiter, and what the limiter gave it then (its slot's weight, the mean it read)."""
+    """When a call reached its limiter (time, arrival number), and what it was given then: slot weight, mean read."""
 
-    at: float
+    order: tuple[float, int]
     weight: int
     mean: float
 
@@ -45,7 +45,7 @@ def add_call(node: Node, sandbox: Sandbox, deadline_s: float, arrived: Arrived |
     ``arrived``: the call reached the limiter then and waits for a slot still
     (a parked pod's); else it arrives now.
     """
-    at = node.env.now if arrived is None else arrived.at
+    at = node.env.now if arrived is None else arrived.order[0]
     deadline = at + deadline_s
     ctx = node.env.timeout(deadline_s) if arrived is None else timeout_at(node.env, deadline)
     return _call(node.endpoint_create, ctx, lambda req: create_endpoint(node, sandbox, req, ctx, deadline), arrived)
@@ -54,7 +54,7 @@ def add_call(node: Node, sandbox: Sandbox, deadline_s: float, arrived: Arrived |
 def del_call(node: Node, sandbox: Sandbox, arrived: Arrived | None = None) -> Call:
     """DELETE /endpoint through the limiter, with containerd's teardown timeout; see ``add_call``."""
     timeout_s = TEARDOWN_TIMEOUT / node.time_scale
-    at = node.env.now if arrived is None else arrived.at
+    at = node.env.now if arrived is None else arrived.order[0]
     deadline = at + timeout_s
     ctx = node.env.timeout(timeout_s) if arrived is None else timeout_at(node.env, deadline)
     # endpoint-delete has no max wait: only a gone client ends its wait.
@@ -64,7 +64,7 @@ def del_call(node: Node, sandbox: Sandbox, arrived: Arrived | None = None) -> Ca
 def _call(limiter: APILimiter, ctx: simpy.Event, handler: Handler, arrived: Arrived | None) -> Call:
     if arrived is None:
         return limiter.call(ctx, handler)
-    return Call.queued(limiter, ctx, handler, arrived.at, arrived.weight, arrived.mean)
+    return Call.queued(limiter, ctx, handler, arrived.order, arrived.weight, arrived.mean)
 
 
 def cni_add(

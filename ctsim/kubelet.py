@@ -144,8 +144,16 @@ def pod_worker(
     step = ADD
     own_timer = True  # this instant came from the pod's own jittered timer: no other event shares it
     while True:
-        # A pod's first tries are mostly served when they will be: parking them costs more than it saves.
-        if parking is not None and own_timer and pod.failures > 1 and parking.admits(stale):
+        # A step due now is played at once, in this process's turn. It parks the pod only if what follows
+        # from it comes at the pod's own instants: its own timer brought it here, or it is the teardown's
+        # DEL, which is answered at once or ends in containerd's timeout and a back-off.
+        if (
+            parking is not None
+            and call is None
+            and (own_timer or step == DEL_AFTER_ADD)
+            and parking.worth_it(pod)
+            and parking.admits(sandbox if step == DEL_AFTER_ADD else stale)
+        ):
             step, stale, sandbox, call = yield from _parked(parking, pod, stale, sandbox, env.now, step)
             own_timer = False
             continue
@@ -153,7 +161,7 @@ def pod_worker(
         if step == BACK_OFF:
             delay = backoff(pod.rng) / node.time_scale
             step = DEL_STALE if stale is not None else ADD
-            if parking is None or pod.failures < 2 or not parking.admits(stale):
+            if parking is None or not parking.worth_it(pod) or not parking.admits(stale):
                 yield env.timeout(delay)
                 own_timer = True
                 continue

@@ -16,6 +16,7 @@ parallelism from the mean of the last ``mean_over`` processing times.
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 from collections import deque
 from collections.abc import Callable, Generator
@@ -129,15 +130,20 @@ class TokenBucket:
 
 
 class Waiter(Protocol):
-    """What queues in the semaphore: a weight, whether it gave up, and what to do once granted."""
+    """What queues in the semaphore: a weight, whether it gave up, and what to do once granted.
+
+    ``order`` is (arrival time, arrival number): the queue's order, also
+    between waiters that arrived at the same instant.
+    """
 
     weight: int
     abandoned: bool
-
-    @property
-    def arrived_at(self) -> float: ...
+    order: tuple[float, int]
 
     def granted(self) -> None: ...
+
+
+ARRIVALS = itertools.count()  # numbers every arrival in the limiters, real or played (ctsim.parking)
 
 
 class LazyQueue(Protocol):
@@ -152,7 +158,7 @@ class LazyQueue(Protocol):
 
     def settle(self) -> None: ...
 
-    def first(self) -> tuple[float, int] | None: ...
+    def first(self) -> tuple[tuple[float, int], int] | None: ...
 
     def take(self) -> Waiter: ...
 
@@ -205,7 +211,7 @@ class WeightedSemaphore:
 
     def requeue(self, waiters: list[Waiter]) -> None:
         """Waiters taken back from the lazy queue at once, placed among the rest by arrival."""
-        ordered = heapq.merge(self._waiters, sorted(waiters, key=_arrival), key=_arrival)
+        ordered = heapq.merge(self._waiters, sorted(waiters, key=_order), key=_order)
         self._waiters = deque(ordered)
         self.waiting += len(waiters)
 
@@ -215,7 +221,7 @@ class WeightedSemaphore:
             while waiters and waiters[0].abandoned:
                 waiters.popleft()
             parked = lazy.first() if lazy is not None else None
-            if parked is not None and (not waiters or parked[0] < waiters[0].arrived_at):
+            if parked is not None and (not waiters or parked[0] < waiters[0].order):
                 if self.size - self.cur < parked[1]:
                     break
                 self.cur += parked[1]
@@ -233,8 +239,8 @@ class WeightedSemaphore:
             head.granted()
 
 
-def _arrival(waiter: Waiter) -> float:
-    return waiter.arrived_at
+def _order(waiter: Waiter) -> tuple[float, int]:
+    return waiter.order
 
 
 @dataclass(slots=True)
@@ -440,7 +446,7 @@ class Call(simpy.Event):
     waiting for a slot tells its client at that instant.
     """
 
-    __slots__ = ("_ctx", "_handler", "_token_at", "abandoned", "limiter", "mean", "req", "state", "weight")
+    __slots__ = ("_ctx", "_handler", "_token_at", "abandoned", "limiter", "mean", "order", "req", "state", "weight")
 
     def __init__(self, limiter: APILimiter, ctx: simpy.Event, handler: Handler) -> None:
         super().__init__(limiter.env)
@@ -451,9 +457,9 @@ class Call(simpy.Event):
 
     @classmethod
     def queued(
-        cls, limiter: APILimiter, ctx: simpy.Event, handler: Handler, arrived_at: float, weight: int, mean: float
+        cls, limiter: APILimiter, ctx: simpy.Event, handler: Handler, order: tuple[float, int], weight: int, mean: float
     ) -> Call:
-        """A call that arrived at ``arrived_at`` and has waited for a slot since (a parked pod's).
+        """A call that arrived as ``order`` (time, number) and has waited for a slot since (a parked pod's).
 
         Its arrival was counted when it was played; its ``max_wait`` timer
         lands where the one set at arrival would have. The caller queues it.
@@ -461,7 +467,8 @@ class Call(simpy.Event):
         self = cls.__new__(cls)
         simpy.Event.__init__(self, limiter.env)
         self.limiter, self._ctx, self._handler = limiter, ctx, handler
-        self.req = LimitedRequest(scheduled_at=arrived_at)
+        arrived_at = order[0]
+        self.req, self.order = LimitedRequest(scheduled_at=arrived_at), order
         self.state, self.weight, self.abandoned, self.mean = "semaphore", weight, False, mean
         ctx.callbacks.append(self._ctx_done)  # type: ignore[union-attr]
         max_wait = limiter.core.params.max_wait
@@ -469,14 +476,11 @@ class Call(simpy.Event):
             timeout_at(limiter.env, arrived_at + max_wait).callbacks.append(self._max_wait_done)  # type: ignore[union-attr]
         return self
 
-    @property
-    def arrived_at(self) -> float:
-        return self.req.scheduled_at
-
     def _arrive(self) -> None:
         env, limiter, ctx = self.env, self.limiter, self._ctx
         core = limiter.core
         self.req = req = core.schedule(env.now)
+        self.order = (env.now, next(ARRIVALS))
         if ctx.processed:
             self._refuse(CANCELLED)
             return

@@ -33,11 +33,12 @@ from ctsim.clock import timeout_at
 from ctsim.cni import TEARDOWN_TIMEOUT, Arrived, add_call, del_call
 from ctsim.endpoint import Sandbox, has_endpoint
 from ctsim.kubelet import ADD, DEL_AFTER_ADD, DEL_STALE, Pod, backoff, jitter
-from ctsim.limiter import Call, Waiter
+from ctsim.limiter import ARRIVALS, Call, Waiter
 from ctsim.node import Node
 
 WAIT = "wait"  # in back-off until ``t``, then ``step``
 CREATE, DELETE = "endpoint-create", "endpoint-delete"  # the lazy queues
+CROWD = 200  # pods parked or waiting for a create slot: more than 4 slots serve within max_wait
 
 
 def _limiter(phase: str) -> str:
@@ -76,6 +77,7 @@ class Parked:
     key: int = 0  # this position's entries in the heap and queues; older ones are dropped unread
     sandbox: Sandbox | None = None
     arrived: float = 0.0  # when its queued call reached the limiter
+    number: int = 0  # and its arrival number (``limiter.ARRIVALS``)
     end: float = 0.0  # when its queued call gives up
     weight: int = 0  # the slot weight it was given then
     mean: float = 0.0  # the mean processing time it read then
@@ -99,13 +101,22 @@ class Parking:
         self.create.semaphore.lazy = _LazyQueue(self, CREATE)
         self.delete.semaphore.lazy = _LazyQueue(self, DELETE)
         self._wake_at: float | None = None
-        self.parks = self.unparks = self.wakes = 0
+        self.parks = self.unparks = self.wakes = self.crowd_parks = 0  # how parking went (tests, benchmarks)
 
     @staticmethod
     def applies(node: Node, deadline_s: float) -> bool:
         """Refusals can be played ahead: ADD's are max_wait's 429s, DEL's end only when containerd gives up."""
         create, delete = node.endpoint_create.core.params, node.endpoint_delete.core.params
         return 0 < create.max_wait < deadline_s and not delete.max_wait
+
+    def worth_it(self, pod: Pod) -> bool:
+        """Parking pays: the pod has failed twice, or a crowd waits (where first tries are mostly refused).
+
+        Parked or not, a run is the same; a pod whose tries are served soon
+        after would only be parked to be taken back, at more cost than its
+        events (~10 % of a non-collapsing run when every pod parked).
+        """
+        return pod.failures > 1 or len(self.parked) + self.create.semaphore.waiting >= CROWD
 
     def admits(self, torn_down_next: Sandbox | None) -> bool:
         """A pod starting a back-off may park: until endpoint-create has a free slot, it can only be refused.
@@ -141,6 +152,7 @@ class Parking:
         p = Parked(pod=pod, event=simpy.Event(self.env), stale=stale, phase=WAIT, step=step, t=at, sandbox=sandbox)
         self.parked[pod.index] = p
         self.parks += 1
+        self.crowd_parks += pod.failures < 2
         if at <= self.env.now:  # its step is due now: played with the limiters as they are, after all before it
             self.settle()
             self._play(p, self.delete.has_room())
@@ -195,7 +207,7 @@ class Parking:
                 if not delete_room:  # queued until containerd gives up; then a back-off
                     core = self.delete.core
                     core.requests_scheduled += 1
-                    p.phase, p.arrived, p.end = step, t, t + self.teardown_s
+                    p.phase, p.arrived, p.number, p.end = step, t, next(ARRIVALS), t + self.teardown_s
                     p.t = p.end + jitter(pod.rng.peek()) / self._time_scale
                     p.mean, p.weight = core.mean_processing, self._weights[1]
                     p.key = key = next(self._keys)
@@ -216,7 +228,7 @@ class Parking:
                 p.sandbox = Sandbox(pod=pod.index, attempt=pod.attempts)
                 c.add_attempts += 1
                 core.requests_scheduled += 1
-                p.phase, p.arrived, p.t = ADD, t, t + self.max_wait
+                p.phase, p.arrived, p.number, p.t = ADD, t, next(ARRIVALS), t + self.max_wait
                 p.end, p.mean, p.weight = p.t, core.mean_processing, self._weights[0]
                 p.key = key = next(self._keys)
                 heappush(self._due, (p.t, key, p))
@@ -229,13 +241,13 @@ class Parking:
                 heappush(self._due, (p.t, key, p))
                 return
 
-    def first(self, queue: str) -> tuple[float, int] | None:
-        """The earliest parked call still waiting in ``queue``'s semaphore: (arrival, weight)."""
+    def first(self, queue: str) -> tuple[tuple[float, int], int] | None:
+        """The earliest parked call still waiting in ``queue``'s semaphore: (its order, weight)."""
         waiting, now = self._queued[queue], self.env.now
         while waiting:
             end, key, p = waiting[0]
             if p.key == key and end >= now:
-                return p.arrived, p.weight
+                return (p.arrived, p.number), p.weight
             waiting.popleft()
         return None
 
@@ -325,7 +337,7 @@ class Parking:
             return None
         sandbox = p.stale if p.phase is DEL_STALE else p.sandbox
         assert sandbox is not None
-        arrived = Arrived(p.arrived, p.weight, p.mean)
+        arrived = Arrived((p.arrived, p.number), p.weight, p.mean)
         if p.phase is ADD:
             call = add_call(self.node, sandbox, self.deadline_s, arrived)
         else:
@@ -343,7 +355,7 @@ class _LazyQueue:
     def settle(self) -> None:
         self.parking.settle()
 
-    def first(self) -> tuple[float, int] | None:
+    def first(self) -> tuple[tuple[float, int], int] | None:
         return self.parking.first(self.queue)
 
     def take(self) -> Waiter:

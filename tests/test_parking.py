@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctsim.model import Model
+from ctsim.parking import Parking
 from ctsim.scenario import resolve
 
 scenarios = st.fixed_dictionaries(
@@ -48,16 +49,26 @@ def _fingerprint(model: Model, chunks: bool = False) -> dict[str, object]:
     }
 
 
-def _both(flags: dict[str, object], chunks: bool = False) -> tuple[Model, dict[str, object], dict[str, object]]:
+def _both(
+    flags: dict[str, object], chunks: bool = False, eager: bool = False
+) -> tuple[Model, dict[str, object], dict[str, object]]:
+    """The run with parking (``eager``: wherever it may, not only where it pays) and without."""
     scenario = resolve(**{k: v for k, v in flags.items() if v is not None})  # type: ignore[arg-type]
     parked = Model(scenario)
-    return parked, _fingerprint(parked, chunks), _fingerprint(Model(scenario, parking=False))
+    worth_it = Parking.worth_it
+    if eager:
+        Parking.worth_it = lambda self, pod: True  # type: ignore[method-assign]
+    try:
+        fingerprint = _fingerprint(parked, chunks)
+    finally:
+        Parking.worth_it = worth_it  # type: ignore[method-assign]
+    return parked, fingerprint, _fingerprint(Model(scenario, parking=False))
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(scenarios, st.booleans())
-def test_parking_plays_every_step_as_the_processes_would(flags: dict[str, object], chunks: bool) -> None:
-    _, parked, played = _both(flags, chunks)
+@given(scenarios, st.booleans(), st.booleans())
+def test_parking_plays_every_step_as_the_processes_would(flags: dict[str, object], chunks: bool, eager: bool) -> None:
+    _, parked, played = _both(flags, chunks, eager)
     assert parked == played
 
 
@@ -66,6 +77,7 @@ PATHS = {
     "granted a slot (collapse)": ({"entries": "16M", "pods": "50"}, "parks"),
     "woken: endpoint-create had a free slot": ({"entries": "256Ki", "pods": "20", "regeneration": "30s"}, "wakes"),
     "all at once: a limiter's slot weight changed": ({"entries": "256Ki", "pods": "50", "cores": "1"}, "unparks"),
+    "first tries parked in a crowd": ({"entries": "16M", "pods": "400", "seed": "5"}, "crowd_parks"),
 }
 
 
