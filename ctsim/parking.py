@@ -6,17 +6,21 @@ endpoint-delete's until containerd's 60 s run out (or is answered 404 at once
 when a slot is free), back-off, again. While endpoint-create has no free slot
 every step of that loop is known from the pod's own random draws and the two
 semaphores' state, which changes only at real events (a slot taken or freed).
-So a pod reaching its back-off then is *parked*: its steps are played, in
-time order, only when something is about to change that state, and with the
-state they saw. A parked pod is made a real process again (``Resume``) when a
-slot is granted to one of its queued calls, or, for all of them at once, when
-endpoint-create gets a free slot or either limiter's slot weight changes.
+So such a pod is *parked*: its steps are played, in time order, only when
+something is about to change that state, and with the state they saw. A
+parked pod is made a real process again (``Resume``) where it is: when a
+slot is granted to one of its queued calls; when endpoint-create has a free
+slot at its next step (a timer wakes it); or, all at once, when either
+limiter's slot weight changes.
 
 Nothing else differs: the same draws, the same counters, the same floats;
 ``tests/test_parking.py`` holds every run equal to playing each step as
-events (``Model(parking=False)``). Steps of different pods at the very same
-float instant would be ordered by when their timers were made; jittered
-times never coincide, so this is not modelled.
+events (``Model(parking=False)``). Same-instant order is kept two ways.
+Every arrival in a limiter, real or played, is numbered (``ARRIVALS``), so
+waiters that came at one instant merge in the order they came. And a pod
+parks only where every step it will play falls on its own instants (see
+``park``): events sharing an instant are ordered by SimPy's event ids, which
+a played step has none of.
 """
 
 from __future__ import annotations
@@ -119,7 +123,7 @@ class Parking:
         return pod.failures > 1 or len(self.parked) + self.create.semaphore.waiting >= CROWD
 
     def admits(self, torn_down_next: Sandbox | None) -> bool:
-        """A pod starting a back-off may park: until endpoint-create has a free slot, it can only be refused.
+        """The pod may park now: until endpoint-create has a free slot, its steps can only be refused.
 
         ``torn_down_next`` is the sandbox its next DEL would tear down: one
         with an endpoint would scrub, so that pod stays a process.
@@ -140,14 +144,15 @@ class Parking:
     def park(self, pod: Pod, stale: Sandbox | None, sandbox: Sandbox | None, at: float, step: str) -> simpy.Event:
         """Parks a pod from now until it wakes up for ``step`` at ``at``; its process waits for a Resume.
 
-        A pod parks at a back-off, or at a step due now that its own
-        jittered timer (its start, a back-off) brought it to. Either way its
-        next step's instant is jittered, and so is every step played from it
-        on, so no two pods' parked steps fall on the same float instant, nor
-        on another event's. A pod that reached a step through others (a
-        cascade of grants at one release admits and queues many ADDs at once)
-        shares that instant with them, and their order there is the order of
-        SimPy's event ids, which parking does not see: it stays a process.
+        A pod parks at a back-off; at a step due now that its own jittered
+        timer (its start, a back-off) brought it to; or at its teardown's
+        DEL, played in its own turn, which is answered at once or ends at
+        containerd's timeout before a back-off. From there every step it
+        plays falls on its own instants, shared with no other event. A pod
+        that reached an ADD through others (a cascade of grants at one
+        release admits and queues many ADDs at once) would share its later
+        steps' instants with theirs, in an order set by event ids: it stays
+        a process.
         """
         p = Parked(pod=pod, event=simpy.Event(self.env), stale=stale, phase=WAIT, step=step, t=at, sandbox=sandbox)
         self.parked[pod.index] = p
