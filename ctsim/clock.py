@@ -3,22 +3,28 @@
 ``env.timeout(delay)`` fires at ``env.now + delay``. A pod whose waits were
 played without events (``ctsim.parking``) re-enters the simulation later than
 they began, and its timers must land on the very float the skipped
-``timeout`` would have computed, or same-instant order could change.
+``timeout`` would have computed, or same-instant order could change. No
+delay always does it: from now = 8.20284366197183, ``now + delay`` steps
+from 61.686777718502114 straight to 61.68677771850213, past the
+61.68677771850212 a pod's context deadline was. So the event goes on
+SimPy's queue as ``Environment.schedule`` puts it there, keyed by the
+instant itself (SimPy 4's queue holds ``(time, priority, id, event)``; the
+version is pinned below 5 for it).
 """
 
 from __future__ import annotations
 
-import math
+from heapq import heappush
 
 import simpy
+from simpy.core import NORMAL
 
 
-def timeout_at(env: simpy.Environment, t: float) -> simpy.Timeout:
-    """A Timeout that fires exactly at ``t`` (not earlier than now)."""
-    now = env.now
-    delay = t - now
-    while now + delay > t and delay > 0:  # t - now is within an ulp; step onto t
-        delay = math.nextafter(delay, -math.inf)
-    while now + delay < t:
-        delay = math.nextafter(delay, math.inf)
-    return env.timeout(delay)
+def timeout_at(env: simpy.Environment, t: float) -> simpy.Event:
+    """An event that fires exactly at ``t``, scheduled now (as a ``Timeout`` created now would be)."""
+    if t < env.now:
+        raise ValueError(f"{t} is before now ({env.now})")
+    event = simpy.Event(env)
+    event._ok, event._value = True, None  # triggered, as Timeout.__init__ makes itself
+    heappush(env._queue, (t, NORMAL, next(env._eid), event))  # type: ignore[attr-defined]
+    return event

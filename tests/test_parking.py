@@ -72,6 +72,18 @@ def test_parking_plays_every_step_as_the_processes_would(flags: dict[str, object
     assert parked == played
 
 
+def test_a_taken_back_call_keeps_its_deadline_to_the_last_bit() -> None:
+    """Found by hypothesis: a parked ADD taken back at 8.2 s must time out at 0.687 + 61 s exactly.
+
+    ``now + delay`` cannot reach that float from 8.2 s (``ctsim.clock``); one
+    ulp late, a scrub and every DEL after it moved, and a pod's retry too.
+    """
+    flags = {"entries": "2Mi", "pods": "31", "preset": "standard", "agent_state": "fresh", "deadline": "61s"}
+    model, parked, played = _both({**flags, "profile": "cilium-1.18", "horizon": "20m", "seed": 1}, eager=True)
+    assert parked == played
+    assert model.parked is not None and model.parked.unparks > 0
+
+
 # Each way a parked pod comes back, and a scenario that takes it.
 PATHS = {
     "granted a slot (collapse)": ({"entries": "16M", "pods": "50"}, "parks"),
