@@ -151,7 +151,7 @@ class LazyQueue(Protocol):
 
     The semaphore calls ``settle`` before its state changes (so what was
     played so far saw the state it had), asks ``first`` for the earliest such
-    waiter still queued (arrival time, weight) when it has room to grant, and
+    waiter still queued (its order, weight) when it has room to grant, and
     ``take``s it as a real waiter; the limiter calls ``changed`` after a
     request finished.
     """
