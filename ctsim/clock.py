@@ -1,4 +1,4 @@
-"""Timers at an absolute simulated time.
+"""When events fire: timers at an absolute simulated time, and events fired in the current step.
 
 ``env.timeout(delay)`` fires at ``env.now + delay``. A pod whose waits were
 played without events (``ctsim.parking``) re-enters the simulation later than
@@ -28,3 +28,15 @@ def timeout_at(env: simpy.Environment, t: float) -> simpy.Event:
     event._ok, event._value = True, None  # triggered, as Timeout.__init__ makes itself
     heappush(env._queue, (t, NORMAL, next(env._eid), event))  # type: ignore[attr-defined]
     return event
+
+
+def fire_now(event: simpy.Event, value: object) -> None:
+    """Fires ``event`` and runs its callbacks at once, inside the step that is running.
+
+    For an event only its own waiter watches, whose waiter would have
+    woken in this very step had it waited on the event that caused it.
+    """
+    event._ok, event._value = True, value
+    callbacks, event.callbacks = event.callbacks, None
+    for callback in callbacks or ():
+        callback(event)

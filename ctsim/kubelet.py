@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, cast
 
 import simpy
 
-from ctsim.clock import timeout_at
 from ctsim.cni import cni_add, cni_del
 from ctsim.endpoint import OK, Sandbox
 from ctsim.node import Node
@@ -203,6 +202,4 @@ def _parked(
 ) -> Generator[simpy.Event, object, tuple[str, Sandbox | None, Sandbox | None, Call | None]]:
     """Hands the pod's ``step`` at ``at`` to parking; returns where the pod goes on (step, sandboxes, call)."""
     resume = cast("Resume", (yield parking.park(pod, stale, sandbox, at, step)))
-    if resume.at is not None and resume.at > parking.env.now:  # taken back during a back-off
-        yield timeout_at(parking.env, resume.at)
     return resume.step, resume.stale, resume.sandbox, resume.call

@@ -25,7 +25,7 @@ from typing import NamedTuple, Protocol
 
 import simpy
 
-from ctsim.clock import timeout_at
+from ctsim.clock import fire_now, timeout_at
 
 WAIT_SEMAPHORE_RESOLUTION = 10_000_000
 
@@ -601,10 +601,7 @@ class Call(simpy.Event):
         events that end it (its client's context, its ``max_wait``) belong to
         this call alone, so nothing else waits on them.
         """
-        self._ok, self._value = True, value
-        callbacks, self.callbacks = self.callbacks, None
-        for callback in callbacks or ():
-            callback(self)
+        fire_now(self, value)
 
     def _fire(self, value: object) -> None:
         self._ok, self._value = True, value

@@ -33,7 +33,7 @@ from typing import NamedTuple
 
 import simpy
 
-from ctsim.clock import timeout_at
+from ctsim.clock import fire_now, timeout_at
 from ctsim.cni import TEARDOWN_TIMEOUT, Arrived, add_call, del_call
 from ctsim.endpoint import Sandbox, has_endpoint
 from ctsim.kubelet import ADD, DEL_AFTER_ADD, DEL_STALE, Pod, backoff, jitter
@@ -51,13 +51,12 @@ def _limiter(phase: str) -> str:
 
 
 class Resume(NamedTuple):
-    """Where a parked pod's process picks up: its next step, at ``at`` or inside ``call``."""
+    """Where a parked pod's process picks up, at the instant it does: its next step, or inside ``call``."""
 
     step: str
     stale: Sandbox | None
     sandbox: Sandbox | None
     call: Call | None = None
-    at: float | None = None
 
 
 @dataclass(slots=True, eq=False)
@@ -338,7 +337,11 @@ class Parking:
         if p.phase is not WAIT and p.phase is not ADD and p.end < self.env.now:
             self._time_out(p)
         if p.phase is WAIT:
-            p.event.succeed(Resume(p.step, p.stale, p.sandbox, at=p.t))
+            resume = Resume(p.step, p.stale, p.sandbox)
+            if p.t > self.env.now:  # its back-off's own timer: the pod goes on in that step, as it would have
+                timeout_at(self.env, p.t).callbacks.append(lambda _: fire_now(p.event, resume))  # type: ignore[union-attr]
+            else:
+                p.event.succeed(resume)
             return None
         sandbox = p.stale if p.phase is DEL_STALE else p.sandbox
         assert sandbox is not None
@@ -347,7 +350,9 @@ class Parking:
             call = add_call(self.node, sandbox, self.deadline_s, arrived)
         else:
             call = del_call(self.node, sandbox, arrived)
-        p.event.succeed(Resume(p.phase, p.stale, p.sandbox, call=call))
+        # The pod waits on its call again: it wakes in the step the call ends, as its process would have.
+        resume = Resume(p.phase, p.stale, p.sandbox, call=call)
+        call.callbacks.append(lambda _: fire_now(p.event, resume))  # type: ignore[union-attr]
         return call
 
 
