@@ -40,3 +40,25 @@ def fire_now(event: simpy.Event, value: object) -> None:
     callbacks, event.callbacks = event.callbacks, None
     for callback in callbacks or ():
         callback(event)
+
+
+class Deadline(simpy.Event):
+    """A timeout at ``at`` that may never be needed: its place among events at that instant is taken now.
+
+    It takes its event id when made, as ``env.timeout`` would, but goes on
+    SimPy's queue only when ``arm``ed, so a deadline that cannot matter
+    costs no event: an ADD's 90 s context while its request waits for a
+    slot that ``max_wait`` will refuse first.
+    """
+
+    def __init__(self, env: simpy.Environment, at: float) -> None:
+        super().__init__(env)
+        self.at = at
+        self._id = next(env._eid)  # type: ignore[attr-defined]
+
+    def arm(self) -> None:
+        if not self.triggered:
+            if self.at < self.env.now:
+                raise ValueError(f"a deadline at {self.at} armed at {self.env.now}")
+            self._ok, self._value = True, None
+            heappush(self.env._queue, (self.at, NORMAL, self._id, self))  # type: ignore[attr-defined]

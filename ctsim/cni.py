@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 import simpy
 
-from ctsim.clock import timeout_at
+from ctsim.clock import Deadline, timeout_at
 from ctsim.endpoint import (
     NOT_FOUND,
     OK,
@@ -47,7 +47,7 @@ def add_call(node: Node, sandbox: Sandbox, deadline_s: float, arrived: Arrived |
     """
     at = node.env.now if arrived is None else arrived.order[0]
     deadline = at + deadline_s
-    ctx = node.env.timeout(deadline_s) if arrived is None else timeout_at(node.env, deadline)
+    ctx = Deadline(node.env, deadline)  # the limiter arms it once it can matter
     return _call(node.endpoint_create, ctx, lambda req: create_endpoint(node, sandbox, req, ctx, deadline), arrived)
 
 

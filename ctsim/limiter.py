@@ -25,7 +25,7 @@ from typing import NamedTuple, Protocol
 
 import simpy
 
-from ctsim.clock import fire_now, timeout_at
+from ctsim.clock import Deadline, fire_now, timeout_at
 
 WAIT_SEMAPHORE_RESOLUTION = 10_000_000
 
@@ -474,7 +474,14 @@ class Call(simpy.Event):
         max_wait = limiter.core.params.max_wait
         if max_wait > 0:
             timeout_at(limiter.env, arrived_at + max_wait).callbacks.append(self._max_wait_done)  # type: ignore[union-attr]
+        self._arm_ctx(arrived_at + max_wait if max_wait > 0 else None)
         return self
+
+    def _arm_ctx(self, refused_by: float | None = None) -> None:
+        """Puts a ``Deadline`` context on the queue, unless ``max_wait`` refuses the request at ``refused_by`` first."""
+        ctx = self._ctx
+        if isinstance(ctx, Deadline) and (refused_by is None or ctx.at <= refused_by):
+            ctx.arm()
 
     def _arrive(self) -> None:
         env, limiter, ctx = self.env, self.limiter, self._ctx
@@ -485,6 +492,7 @@ class Call(simpy.Event):
             self._refuse(CANCELLED)
             return
         if req.skip:
+            self._arm_ctx()
             self._admit()
             return
         self.mean = core.mean_processing  # read when scheduled, as wait() does
@@ -492,13 +500,17 @@ class Call(simpy.Event):
         if weight and not limiter.semaphore.try_acquire(weight):
             self.state, self.weight, self.abandoned = "semaphore", weight, False
             limiter.semaphore.enqueue(self)
-            if core.params.max_wait > 0:
-                env.timeout(core.params.max_wait).callbacks.append(self._max_wait_done)  # type: ignore[union-attr]
+            max_wait = core.params.max_wait
+            if max_wait > 0:
+                env.timeout(max_wait).callbacks.append(self._max_wait_done)  # type: ignore[union-attr]
+            self._arm_ctx(env.now + max_wait if max_wait > 0 else None)
             return
+        self._arm_ctx()
         req.weight = weight
         self._reserve()
 
     def granted(self) -> None:
+        self._arm_ctx()  # the request goes on: its client's deadline counts again
         self.req.weight = self.weight
         self.state = "granted"  # from here on, the context counts only while waiting for the token
         self._after_hops(2, self._reserve)  # the grant, then the handler's select

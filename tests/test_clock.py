@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Generator
+
 import simpy
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ctsim.clock import timeout_at
+from ctsim.clock import Deadline, timeout_at
 
 
 def _fires_at(now: float, t: float) -> float:
@@ -38,3 +40,21 @@ def test_it_keeps_its_place_among_timeouts(now: float, a: float, b: float) -> No
     timeout_at(env, now + b).callbacks.append(lambda _: log.append("at"))  # type: ignore[union-attr]
     env.run()
     assert log == (["at", "timeout"] if now + b < now + a else ["timeout", "at"])
+
+
+def test_a_deadline_fires_only_if_armed_and_keeps_the_place_it_took_when_made() -> None:
+    env = simpy.Environment()
+    log: list[str] = []
+    unarmed, armed = Deadline(env, 5.0), Deadline(env, 5.0)
+    env.timeout(5.0).callbacks.append(lambda _: log.append("made after"))  # type: ignore[union-attr]
+    for name, deadline in (("unarmed", unarmed), ("armed", armed)):
+        deadline.callbacks.append(lambda _, name=name: log.append(name))  # type: ignore[union-attr]
+
+    def arm_later() -> Generator[simpy.Event, None, None]:
+        yield env.timeout(2.0)
+        armed.arm()
+
+    env.process(arm_later())
+    env.run()
+    assert log == ["armed", "made after"]  # armed at 2 s, yet ahead of a timeout made after it
+    assert not unarmed.triggered
