@@ -1,7 +1,7 @@
 """Sweep throughput: runs per second per core for 50-pod bursts over 1 h, and the gain of a second process.
 
 Runs per second per core are counted in CPU time of one process (no pool),
-split by outcome: a run costs its events, and a collapse is an hour of
+the fastest of three passes, split by outcome: a run costs its events, and a collapse is an hour of
 kubelet retries waiting on the limiter. Then the same grid through
 ``ctsim.sweep.sweep`` on 1 and on 2 processes (wall time; needs two free
 cores to mean anything).
@@ -30,9 +30,11 @@ GRIDS = {
 def main() -> None:
     for name, (base, axes) in GRIDS.items():
         grid = [{**base, "pods": "50", "horizon": "1h", **p} for p in points(axes)]
-        start = time.process_time()
-        rows = [run_point(flags) for flags in grid]
-        seconds = time.process_time() - start
+        seconds = float("inf")
+        for _ in range(3):  # the fastest pass: a neighbour on this shared VM only ever slows one
+            start = time.process_time()
+            rows = [run_point(flags) for flags in grid]
+            seconds = min(seconds, time.process_time() - start)
         verdicts = {v: sum(r["verdict"] == v for r in rows) for v in ("ok", "degraded", "collapse")}
         print(f"{name:>44}: {len(rows) / seconds:6.1f} runs/s/core  ({len(rows)} runs, {verdicts})")
     if (os.cpu_count() or 1) < 2:
