@@ -572,6 +572,8 @@ class Call(simpy.Event):
         self.limiter.core.rejected += 1
         self.state = REFUSED
         self.limiter.finish(self.req, success=False)
+        if isinstance(self._ctx, Deadline) and not self._ctx.triggered:  # never armed: it will not fire, and
+            self._ctx.callbacks = None  # its callback to this call would keep both alive (no cyclic GC in a run)
         self._fire_now(REFUSED)
 
     def _paced_done(self, _: simpy.Event) -> None:
