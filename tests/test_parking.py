@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ctsim.emulate import scale
 from ctsim.model import Model
 from ctsim.parking import Parking
 from ctsim.scenario import resolve
@@ -124,8 +125,6 @@ def test_a_collapse_is_mostly_parked() -> None:
 @pytest.mark.parametrize("time_scale", [10.0, 60.0])
 def test_a_faster_clock_parks_the_same(time_scale: float) -> None:
     """``ctsim emulate`` simulates its scenario on a clock 10-60x faster; parking must not care."""
-    from ctsim.emulate import scale
-
     scenario, _ = scale(resolve(entries="16M", pods="60", horizon="1h"), time_scale, 200_000.0, 2e-6)
     parked = Model(scenario)
     assert _fingerprint(parked) == _fingerprint(Model(scenario, parking=False))
