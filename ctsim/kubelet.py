@@ -132,8 +132,8 @@ def pod_worker(
     A sandbox whose DEL timed out is torn down first at the next sync; once
     it is, the new sandbox's ADD follows at once. With ``parking``, steps that
     can only be refused are handed to it (``ctsim.parking``): from a back-off,
-    or from the instant its own timer (its start, a back-off) ended; the loop
-    picks up where parking leaves the pod.
+    a step its own timer (its start, a back-off) brought it to, or the
+    teardown's DEL; the loop picks up where parking leaves the pod.
     """
     env = node.env
     yield env.timeout(start_delay)
