@@ -276,7 +276,8 @@ def _with_progress(work):  # type: ignore[no-untyped-def]
     from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 
     columns = (TextColumn("{task.description:>14}"), BarColumn(), TaskProgressColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+    console = Console(stderr=True)  # a bar for a terminal only: piped stderr got a stray blank line before an error
+    with Progress(*columns, console=console, transient=True, disable=not console.is_terminal) as bar:
         tasks: dict[str, int] = {}
 
         def progress(name: str, advance: int, total: int) -> None:
