@@ -84,10 +84,11 @@ class Model:
         if self.trace_every:
             env.process(self._sample(family, self.trace_every / k))
         self.pods = [new_pod(i, s.pods, s.seed, s.pod_start_spread / k) for i in range(s.pods)]
-        parks = self.parking and Parking.applies(self.node, s.deadline / k)
-        self.parked = Parking(self.node, s.deadline / k) if parks else None
+        deadline = s.deadline / k
+        parks = self.parking and Parking.applies(self.node, deadline)
+        self.parked = Parking(self.node, deadline) if parks else None
         for pod in self.pods:
-            env.process(pod_worker(self.node, pod, s.deadline / k, pod.created_at, self.parked))
+            env.process(pod_worker(self.node, pod, deadline, pod.created_at, self.parked))
 
     def _gc_pass(self) -> Generator[simpy.Event, object, tuple[int, int, float]]:
         """``runGC`` over ``GlobalMaps(ipv4, ipv6)``: every family, one ratio (the max over all maps)."""

@@ -42,7 +42,7 @@ from ctsim.node import Node
 
 WAIT = "wait"  # in back-off until ``t``, then ``step``
 CREATE, DELETE = "endpoint-create", "endpoint-delete"  # the lazy queues
-CROWD = 200  # pods parked or waiting for a create slot: more than 4 slots serve within max_wait
+CROWD = 200  # pods parked or waiting for a create slot: more than 4 slots of ~2 s each serve within max_wait
 
 
 def _limiter(phase: str) -> str:
