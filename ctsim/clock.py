@@ -10,6 +10,13 @@ from 61.686777718502114 straight to 61.68677771850213, past the
 SimPy's queue as ``Environment.schedule`` puts it there, keyed by the
 instant itself (SimPy 4's queue holds ``(time, priority, id, event)``; the
 version is pinned below 5 for it).
+
+A process that the current event wakes alone may also skip an event that
+would change nothing: when nothing else is queued before its timer would
+fire (``advance``), or at this instant when it takes a free lock
+(``ctsim.lock``), no other event can run in between, so the same code at the
+same clock reading is the same run, one event shorter. A quiet day of GC
+passes costs its passes, not four events each.
 """
 
 from __future__ import annotations
@@ -28,6 +35,27 @@ def timeout_at(env: simpy.Environment, t: float) -> simpy.Event:
     event._ok, event._value = True, None  # triggered, as Timeout.__init__ makes itself
     heappush(env._queue, (t, NORMAL, next(env._eid), event))  # type: ignore[attr-defined]
     return event
+
+
+def nothing_due(env: simpy.Environment, until: float) -> bool:
+    """No event is queued at or before ``until``: the running step is the last thing before it."""
+    queue = env._queue  # type: ignore[attr-defined]
+    return not queue or queue[0][0] > until
+
+
+def advance(env: simpy.Environment, delay: float) -> bool:
+    """Moves the clock by ``delay`` at once, as ``yield env.timeout(delay)`` would, if no event comes first.
+
+    Only for a process the running event wakes alone (its own timer, a lock
+    grant it alone waits on): then nothing else runs before the timeout
+    would fire. Returns False, changing nothing, when something is due by
+    then; the caller then waits on a real timeout.
+    """
+    at = env.now + delay  # the float Timeout computes
+    if not nothing_due(env, at):
+        return False
+    env._now = at  # type: ignore[attr-defined]
+    return True
 
 
 def fire_now(event: simpy.Event, value: object) -> None:

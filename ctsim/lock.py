@@ -11,7 +11,9 @@ an event, and a release hands the lock on one scheduler round later (the
 Resource's Release event), unless a new request comes first, which wakes the
 oldest waiter at once. Written out, it costs half of what the generic
 Resource does, and every GC pass and scrub takes it twice; ``FIFOLock`` is
-the same for any capacity.
+the same for any capacity. A walk, woken alone by its own event, takes a
+free lock with nothing else due at this instant without the grant's event
+(``request(alone=True)``): nothing could have run between.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from collections import deque
 from types import TracebackType
 
 import simpy
+
+from ctsim.clock import nothing_due
 
 
 class LockRequest(simpy.Event):
@@ -58,11 +62,32 @@ class FIFOLock:
         self.holders = 0  # granted and not yet released
         self.waiters: deque[LockRequest] = deque()
 
-    def request(self) -> LockRequest:
+    def request(self, *, alone: bool = False) -> LockRequest:
+        """``alone``: the caller is the only one the running event wakes (see ``ctsim.clock.advance``).
+
+        Then a grant with nothing else due at this instant is given already
+        processed: yielding it resumes the caller at once, in this step.
+        """
         req = LockRequest(self)
+        if alone and self._free_now():
+            self.holders += 1
+            req._ok, req._value, req.callbacks = True, None, None  # type: ignore[assignment]
+            return req
         self.waiters.append(req)
         self._grant()
         return req
+
+    def _free_now(self) -> bool:
+        """A request now would be granted, and nothing else is due before its grant would run."""
+        return self.holders < self.capacity and not self.waiters and nothing_due(self.env, self.env.now)
+
+    def hold_at_once(self) -> bool:
+        """Takes and releases the lock in no time if ``request(alone=True)`` would grant it at once.
+
+        For a walker with nothing to walk: the lock was free and nobody
+        could ask for it in between, so the take and release change nothing.
+        """
+        return self._free_now()
 
     def release(self) -> None:
         self.holders -= 1
@@ -89,11 +114,17 @@ class GlobalDeleteLock(FIFOLock):
         self.max_holders = 0
         self.held_seconds = 0.0
 
-    def request(self) -> LockRequest:
-        req = super().request()
+    def request(self, *, alone: bool = False) -> LockRequest:
+        req = super().request(alone=alone)
         self.max_queue = max(self.max_queue, len(self.waiters))
         self.max_holders = max(self.max_holders, self.holders)
         return req
+
+    def hold_at_once(self) -> bool:
+        if not super().hold_at_once():
+            return False
+        self.max_holders = max(self.max_holders, self.holders + 1)
+        return True
 
     def record_hold(self, seconds: float) -> None:
         self.held_seconds += seconds

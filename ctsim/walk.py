@@ -14,6 +14,7 @@ from collections.abc import Generator
 import simpy
 
 from ctsim.churn import TICK_SECONDS
+from ctsim.clock import advance
 from ctsim.node import Family, Node
 from ctsim.projection import walk_seconds
 
@@ -35,14 +36,17 @@ def walk(
     walked = deleted = 0
     ratio = orphaned = 0.0
     for ctmap in family.maps:
-        with lock.request() as req:
-            yield req
+        if ctmap.feed is None and ctmap.present == 0 and lock.hold_at_once():
+            continue  # an empty map nobody fills, and a free lock: taking and releasing it changes nothing
+        with lock.request(alone=True) as req:  # every walker is woken alone: by its timer, a grant, a walk's end
+            if req.callbacks is not None:  # not granted at once
+                yield req
             start = env.now
             ctmap.catch_up(start)
             present = ctmap.present
             expired = ctmap.expired(start) if collect_garbage else 0
             duration = walk_seconds(present, node.walk_rate, expired, node.delete_seconds)
-            if duration > 0:
+            if duration > 0 and not advance(env, duration):
                 yield env.timeout(duration)
             lock.record_hold(duration)
             walked += present

@@ -8,7 +8,7 @@ import simpy
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ctsim.clock import Deadline, timeout_at
+from ctsim.clock import Deadline, advance, timeout_at
 
 
 def _fires_at(now: float, t: float) -> float:
@@ -58,3 +58,11 @@ def test_a_deadline_fires_only_if_armed_and_keeps_the_place_it_took_when_made() 
     env.run()
     assert log == ["armed", "made after"]  # armed at 2 s, yet ahead of a timeout made after it
     assert not unarmed.triggered
+
+
+def test_advance_moves_the_clock_only_when_nothing_comes_first() -> None:
+    env = simpy.Environment(initial_time=1.0)
+    env.timeout(2.0)  # due at 3.0
+    assert advance(env, 1.5) and env.now == 2.5
+    assert not advance(env, 0.5) and env.now == 2.5  # an event at 3.0 was queued first: it must run first
+    assert not advance(env, 1.0) and env.now == 2.5
