@@ -150,6 +150,8 @@ def _same_count(carry: float, x: float, count: int, limit: int) -> tuple[int, fl
     below 2**53 grid steps) the carry moves by the same amount every tick,
     and the run's length is one division; otherwise the ticks are played.
     """
+    if limit == 0:  # a single tick: nothing to count (and the carry is the one given)
+        return 0, carry
     (cn, cd), (xn, xd) = carry.as_integer_ratio(), x.as_integer_ratio()
     grid = max(cd, xd)  # powers of two
     if (count + 1) * grid <= 2**53:

@@ -61,6 +61,9 @@ class FIFOLock:
         self.capacity = capacity
         self.holders = 0  # granted and not yet released
         self.waiters: deque[LockRequest] = deque()
+        # What every grant given at once returns: processed, so a yield resumes at once; its exit releases.
+        self._granted = LockRequest(self)
+        self._granted._ok, self._granted._value, self._granted.callbacks = True, None, None  # type: ignore[assignment]
 
     def request(self, *, alone: bool = False) -> LockRequest:
         """``alone``: the caller is the only one the running event wakes (see ``ctsim.clock.advance``).
@@ -68,11 +71,10 @@ class FIFOLock:
         Then a grant with nothing else due at this instant is given already
         processed: yielding it resumes the caller at once, in this step.
         """
-        req = LockRequest(self)
         if alone and self._free_now():
             self.holders += 1
-            req._ok, req._value, req.callbacks = True, None, None  # type: ignore[assignment]
-            return req
+            return self._granted
+        req = LockRequest(self)
         self.waiters.append(req)
         self._grant()
         return req
@@ -116,8 +118,10 @@ class GlobalDeleteLock(FIFOLock):
 
     def request(self, *, alone: bool = False) -> LockRequest:
         req = super().request(alone=alone)
-        self.max_queue = max(self.max_queue, len(self.waiters))
-        self.max_holders = max(self.max_holders, self.holders)
+        if len(self.waiters) > self.max_queue:
+            self.max_queue = len(self.waiters)
+        if self.holders > self.max_holders:
+            self.max_holders = self.holders
         return req
 
     def hold_at_once(self) -> bool:
