@@ -124,6 +124,12 @@ class ConnectionChurn:
         # Ticks at or after the end of the run never happen: the run stops before its last instant.
         n = _ticks(t, tick, now, inclusive) if now < self.until else _ticks(t, tick, self.until, False)
         carry, lifetime = self.carry, self.lifetime
+        if n == 1 and self.schedule.constant:  # one tick since the last read: the loop below, unrolled
+            carry += self.schedule.segments[0][0] * tick
+            count = int(carry)
+            self.ctmap.insert_ticks(t, 1, count, tick, lifetime)
+            self.next_tick, self.carry = t + tick, carry - count
+            return
         while n > 0:
             # Ticks at one rate: each adds rate * tick to the carry and opens its whole part, as one
             # cohort per tick would; equal counts go to the map together.

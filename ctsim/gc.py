@@ -84,7 +84,7 @@ class GCPolicy:
         return interval
 
 
-@dataclass
+@dataclass(slots=True)
 class GCPass:
     start: float
     end: float
