@@ -122,7 +122,10 @@ class ConnectionChurn:
             return
         tick, half = TICK_SECONDS, TICK_SECONDS / 2
         # Ticks at or after the end of the run never happen: the run stops before its last instant.
-        n = _ticks(t, tick, now, inclusive) if now < self.until else _ticks(t, tick, self.until, False)
+        if now < self.until and t + tick > now:  # only the tick at t can be due (t <= now): _ticks' answer
+            n = 1 if t < now or inclusive else 0
+        else:
+            n = _ticks(t, tick, now, inclusive) if now < self.until else _ticks(t, tick, self.until, False)
         carry, lifetime = self.carry, self.lifetime
         if n == 1 and self.schedule.constant:  # one tick since the last read: the loop below, unrolled
             carry += self.schedule.segments[0][0] * tick
