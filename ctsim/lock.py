@@ -13,7 +13,7 @@ oldest waiter at once. Written out, it costs half of what the generic
 Resource does, and every GC pass and scrub takes it twice; ``FIFOLock`` is
 the same for any capacity. A walk, woken alone by its own event, takes a
 free lock with nothing else due at this instant without the grant's event
-(``request(alone=True)``): nothing could have run between.
+(``take_now``): nothing could have run between.
 """
 
 from __future__ import annotations
@@ -61,35 +61,24 @@ class FIFOLock:
         self.capacity = capacity
         self.holders = 0  # granted and not yet released
         self.waiters: deque[LockRequest] = deque()
-        # What every grant given at once returns: processed, so a yield resumes at once; its exit releases.
-        self._granted = LockRequest(self)
-        self._granted._ok, self._granted._value, self._granted.callbacks = True, None, None  # type: ignore[assignment]
 
-    def request(self, *, alone: bool = False) -> LockRequest:
-        """``alone``: the caller is the only one the running event wakes (see ``ctsim.clock.advance``).
-
-        Then a grant with nothing else due at this instant is given already
-        processed: yielding it resumes the caller at once, in this step.
-        """
-        if alone and self._free_now():
-            self.holders += 1
-            return self._granted
+    def request(self) -> LockRequest:
         req = LockRequest(self)
         self.waiters.append(req)
         self._grant()
         return req
 
-    def _free_now(self) -> bool:
-        """A request now would be granted, and nothing else is due before its grant would run."""
-        return self.holders < self.capacity and not self.waiters and nothing_due(self.env, self.env.now)
+    def take_now(self) -> bool:
+        """Takes the lock without an event if a request now would be granted and nothing else is due now.
 
-    def hold_at_once(self) -> bool:
-        """Takes and releases the lock in no time if ``request(alone=True)`` would grant it at once.
-
-        For a walker with nothing to walk: the lock was free and nobody
-        could ask for it in between, so the take and release change nothing.
+        Only for a caller the running event wakes alone (see
+        ``ctsim.clock.advance``): the grant's event would run next, so
+        nothing can tell the difference. The caller then calls ``release``.
         """
-        return self._free_now()
+        if self.holders < self.capacity and not self.waiters and nothing_due(self.env, self.env.now):
+            self.holders += 1
+            return True
+        return False
 
     def release(self) -> None:
         self.holders -= 1
@@ -116,18 +105,19 @@ class GlobalDeleteLock(FIFOLock):
         self.max_holders = 0
         self.held_seconds = 0.0
 
-    def request(self, *, alone: bool = False) -> LockRequest:
-        req = super().request(alone=alone)
+    def request(self) -> LockRequest:
+        req = super().request()
         if len(self.waiters) > self.max_queue:
             self.max_queue = len(self.waiters)
         if self.holders > self.max_holders:
             self.max_holders = self.holders
         return req
 
-    def hold_at_once(self) -> bool:
-        if not super().hold_at_once():
+    def take_now(self) -> bool:
+        if not super().take_now():
             return False
-        self.max_holders = max(self.max_holders, self.holders + 1)
+        if self.holders > self.max_holders:
+            self.max_holders = self.holders
         return True
 
     def record_hold(self, seconds: float) -> None:

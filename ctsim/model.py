@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
+from functools import partial
 
 import simpy
 
@@ -76,7 +77,9 @@ class Model:
         policy = GCPolicy(
             fixed_interval=s.gc_interval, max_interval=s.gc_max_interval, cached_interval=s.gc_initial_interval
         )
-        env.process(run_gc(env, self._gc_pass, policy, s.gc_first_pass, self.gc, k))
+        # One family: its walk is the pass (the same steps, one generator fewer on every pass).
+        walk_pass = partial(walk, self.node, family, collect_garbage=True) if len(families) == 1 else self._gc_pass
+        env.process(run_gc(env, walk_pass, policy, s.gc_first_pass, self.gc, k))
         if s.churn.peak > 0:
             if k != 1.0:
                 raise ValueError("churn is not modelled on a scaled clock")

@@ -36,27 +36,30 @@ def walk(
     walked = deleted = 0
     ratio = orphaned = 0.0
     for ctmap in family.maps:
-        if ctmap.feed is None and ctmap.present == 0 and lock.hold_at_once():
-            continue  # an empty map nobody fills, and a free lock: taking and releasing it changes nothing
-        with lock.request(alone=True) as req:  # every walker is woken alone: by its timer, a grant, a walk's end
-            if req.callbacks is not None:  # not granted at once
-                yield req
-            start = env.now
-            ctmap.catch_up(start)
-            present = ctmap.present
-            expired = ctmap.expired(start) if collect_garbage else 0
-            duration = walk_seconds(present, node.walk_rate, expired, node.delete_seconds)
-            if duration > 0 and not advance(env, duration):
-                yield env.timeout(duration)
-            lock.record_hold(duration)
-            walked += present
-            if collect_garbage:
-                # The connections opened during the walk, and what they evicted; a tick at the walk's end
-                # instant goes first unless the walk's timer was set before it (a walk of a tick or more).
-                ctmap.catch_up(env.now, inclusive=duration < TICK_SECONDS)
-                n = ctmap.delete_expired(start)
-                deleted += n
-                ratio = max(ratio, n / ctmap.max_entries)
+        # Every walker is woken alone (its timer, a grant, a walk's end): a free lock is taken without an event.
+        if not lock.take_now():
+            yield lock.request()
+        start = env.now
+        if ctmap.feed is None and ctmap.present == 0:  # an empty map nobody fills: nothing to walk
+            lock.record_hold(0.0)
+            lock.release()
+            continue
+        ctmap.catch_up(start)
+        present = ctmap.present
+        expired = ctmap.expired(start) if collect_garbage else 0
+        duration = walk_seconds(present, node.walk_rate, expired, node.delete_seconds)
+        if duration > 0 and not advance(env, duration):
+            yield env.timeout(duration)  # a simulation torn down here ends the walk holding the lock: no matter
+        lock.record_hold(duration)
+        walked += present
+        if collect_garbage:
+            # The connections opened during the walk, and what they evicted; a tick at the walk's end
+            # instant goes first unless the walk's timer was set before it (a walk of a tick or more).
+            ctmap.catch_up(env.now, inclusive=duration < TICK_SECONDS)
+            n = ctmap.delete_expired(start)
+            deleted += n
+            ratio = max(ratio, n / ctmap.max_entries)
+        lock.release()
         if collect_garbage:
             c.gc_seconds += duration
         else:

@@ -32,10 +32,13 @@ def trace(
     def worker(i: int, start: int, hold: int, rounds: int) -> Generator[simpy.Event, object, None]:
         yield from wait(start)
         for r in range(rounds + 1):
-            if at_once and not hold and lock.hold_at_once():
+            if at_once and lock.take_now():
                 log.append((env.now, "got", i, r))
+                if hold:
+                    yield from wait(hold)
+                lock.release()
             else:
-                with lock.request(alone=True) if at_once else lock.request() as req:
+                with lock.request() as req:
                     yield req
                     log.append((env.now, "got", i, r))
                     if hold:
