@@ -37,10 +37,10 @@ def timeout_at(env: simpy.Environment, t: float) -> simpy.Event:
     return event
 
 
-def nothing_due(env: simpy.Environment, until: float) -> bool:
-    """No event is queued at or before ``until``: the running step is the last thing before it."""
+def nothing_due_now(env: simpy.Environment) -> bool:
+    """Nothing else is queued at this instant: what the running step schedules now runs next."""
     queue = env._queue  # type: ignore[attr-defined]
-    return not queue or queue[0][0] > until
+    return not queue or queue[0][0] > env._now  # type: ignore[attr-defined]
 
 
 def advance(env: simpy.Environment, delay: float) -> bool:
@@ -51,8 +51,9 @@ def advance(env: simpy.Environment, delay: float) -> bool:
     would fire. Returns False, changing nothing, when something is due by
     then; the caller then waits on a real timeout.
     """
-    at = env.now + delay  # the float Timeout computes
-    if not nothing_due(env, at):
+    at = env._now + delay  # type: ignore[attr-defined]  # the float Timeout computes
+    queue = env._queue  # type: ignore[attr-defined]
+    if queue and queue[0][0] <= at:
         return False
     env._now = at  # type: ignore[attr-defined]
     return True

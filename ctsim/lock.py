@@ -23,7 +23,7 @@ from types import TracebackType
 
 import simpy
 
-from ctsim.clock import nothing_due
+from ctsim.clock import nothing_due_now
 
 
 class LockRequest(simpy.Event):
@@ -75,7 +75,7 @@ class FIFOLock:
         ``ctsim.clock.advance``): the grant's event would run next, so
         nothing can tell the difference. The caller then calls ``release``.
         """
-        if self.holders < self.capacity and not self.waiters and nothing_due(self.env, self.env.now):
+        if self.holders < self.capacity and not self.waiters and nothing_due_now(self.env):
             self.holders += 1
             return True
         return False
@@ -122,4 +122,5 @@ class GlobalDeleteLock(FIFOLock):
 
     def record_hold(self, seconds: float) -> None:
         self.held_seconds += seconds
-        self.max_holders = max(self.max_holders, self.holders)
+        if self.holders > self.max_holders:
+            self.max_holders = self.holders
