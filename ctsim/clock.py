@@ -21,10 +21,12 @@ passes costs its passes, not four events each.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from heapq import heappush
 
 import simpy
-from simpy.core import NORMAL
+from simpy.core import NORMAL, URGENT
+from simpy.events import ProcessGenerator
 
 
 def timeout_at(env: simpy.Environment, t: float) -> simpy.Event:
@@ -57,6 +59,36 @@ def advance(env: simpy.Environment, delay: float) -> bool:
         return False
     env._now = at  # type: ignore[attr-defined]
     return True
+
+
+def process_after(env: simpy.Environment, delay: float, generator: ProcessGenerator) -> simpy.Process:
+    """``env.process`` of a generator whose first step is ``yield env.timeout(delay)``, less its start event.
+
+    The process waits on the timeout from the start. Call it where that
+    process's ``Initialize`` would have run (``start_processes``): the
+    timeout then takes the same place among events, and the process wakes
+    at it exactly as it would have.
+    """
+    timer = env.timeout(delay)
+    process = simpy.Process.__new__(simpy.Process)
+    process.env, process.callbacks = env, []
+    process._generator, process._target = generator, timer  # type: ignore[attr-defined]
+    timer.callbacks.append(process._resume)  # type: ignore[union-attr]
+    return process
+
+
+def start_processes(env: simpy.Environment, start: Callable[[], None]) -> None:
+    """Runs ``start`` where ``Initialize`` events made now would run: one event for many processes.
+
+    Processes made one after another start one after another, each with
+    its own ``Initialize`` event (urgent, at this instant); ``start`` runs in
+    that same place and makes them with ``process_after``, whose timeouts
+    are then made in the order theirs would have been.
+    """
+    event = simpy.Event(env)
+    event.callbacks.append(lambda _: start())  # type: ignore[union-attr]
+    event._ok, event._value = True, None
+    env.schedule(event, URGENT)
 
 
 def fire_now(event: simpy.Event, value: object) -> None:

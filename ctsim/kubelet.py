@@ -125,9 +125,11 @@ def new_pod(index: int, pods: int, seed: int, start_spread: float) -> Pod:
 
 
 def pod_worker(
-    node: Node, pod: Pod, deadline_s: float, start_delay: float, parking: Parking | None = None
+    node: Node, pod: Pod, deadline_s: float, parking: Parking | None = None
 ) -> Generator[simpy.Event, object, None]:
-    """One pod's sync loop: ADD, and on failure containerd's DEL, back-off, a new sandbox.
+    """One pod's sync loop from its first ADD: on failure containerd's DEL, back-off, a new sandbox.
+
+    It is started at ``pod.created_at`` (``clock.process_after``).
 
     A sandbox whose DEL timed out is torn down first at the next sync; once
     it is, the new sandbox's ADD follows at once. With ``parking``, steps that
@@ -136,7 +138,6 @@ def pod_worker(
     teardown's DEL; the loop picks up where parking leaves the pod.
     """
     env = node.env
-    yield env.timeout(start_delay)
     stale: Sandbox | None = None  # a sandbox whose teardown timed out
     sandbox: Sandbox | None = None  # this attempt's
     call: Call | None = None  # a call already waiting in the limiter (a pod coming back from parking)

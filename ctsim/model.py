@@ -10,7 +10,7 @@ from functools import partial
 import simpy
 
 from ctsim.churn import TICK_SECONDS, ConnectionChurn
-from ctsim.clock import advance
+from ctsim.clock import advance, process_after, start_processes
 from ctsim.ctmap import new_map
 from ctsim.gc import GCHistory, GCPolicy, run_gc
 from ctsim.kubelet import Pod, new_pod, pod_worker
@@ -91,8 +91,13 @@ class Model:
         deadline = s.deadline / k
         parks = self.parking and Parking.applies(self.node, deadline)
         self.parked = Parking(self.node, deadline) if parks else None
+        start_processes(env, lambda: self._start_pods(deadline))
+
+    def _start_pods(self, deadline: float) -> None:
+        """Every pod's worker, waiting for its first ADD; one start event for all of them."""
+        node, env, parked = self.node, self.env, self.parked
         for pod in self.pods:
-            env.process(pod_worker(self.node, pod, deadline, pod.created_at, self.parked))
+            process_after(env, pod.created_at, pod_worker(node, pod, deadline, parked))
 
     def _gc_pass(self) -> Generator[simpy.Event, object, tuple[int, int, float]]:
         """``runGC`` over ``GlobalMaps(ipv4, ipv6)``: every family, one ratio (the max over all maps)."""

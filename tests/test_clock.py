@@ -8,7 +8,7 @@ import simpy
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ctsim.clock import Deadline, advance, timeout_at
+from ctsim.clock import Deadline, advance, process_after, start_processes, timeout_at
 
 
 def _fires_at(now: float, t: float) -> float:
@@ -66,3 +66,38 @@ def test_advance_moves_the_clock_only_when_nothing_comes_first() -> None:
     assert advance(env, 1.5) and env.now == 2.5
     assert not advance(env, 0.5) and env.now == 2.5  # an event at 3.0 was queued first: it must run first
     assert not advance(env, 1.0) and env.now == 2.5
+
+
+def _started(delays: list[int], at_once: bool) -> list[tuple[float, str]]:
+    """A bystander made first, then workers that each wait ``delay`` and step twice."""
+    env = simpy.Environment()
+    log: list[tuple[float, str]] = []
+
+    def bystander() -> Generator[simpy.Event, None, None]:
+        for _ in range(4):
+            log.append((env.now, "bystander"))
+            yield env.timeout(1)
+
+    def worker(i: int) -> Generator[simpy.Event, None, None]:
+        log.append((env.now, f"worker {i}"))
+        yield env.timeout(0)
+        log.append((env.now, f"worker {i} again"))
+
+    def waited(i: int, delay: int) -> Generator[simpy.Event, None, None]:
+        yield env.timeout(delay)
+        yield from worker(i)
+
+    env.process(bystander())
+    if at_once:
+        start_processes(env, lambda: [process_after(env, d, worker(i)) for i, d in enumerate(delays)])
+    else:
+        for i, d in enumerate(delays):
+            env.process(waited(i, d))
+    env.run()
+    return log
+
+
+@given(st.lists(st.integers(0, 3), max_size=6))
+def test_processes_started_after_a_delay_keep_their_place(delays: list[int]) -> None:
+    """Whole-second delays land the workers on the bystander's instants, where only event order decides."""
+    assert _started(delays, at_once=True) == _started(delays, at_once=False)
