@@ -77,6 +77,31 @@ def process_after(env: simpy.Environment, delay: float, generator: ProcessGenera
     return process
 
 
+def starts_next(env: simpy.Environment) -> bool:
+    """A process made now would start next: no other urgent event (a start) is queued at this instant.
+
+    ``Initialize`` is urgent, so it runs before every normal event at its
+    instant, after only the urgent ones queued before it.
+    """
+    queue = env._queue  # type: ignore[attr-defined]
+    return not queue or queue[0][0] > env._now or queue[0][1] != URGENT  # type: ignore[attr-defined]
+
+
+def start_now(env: simpy.Environment, generator: ProcessGenerator) -> simpy.Process:
+    """``env.process(generator)`` whose first step runs now, in this step, not at its ``Initialize`` event.
+
+    Only where that event would run next (``starts_next``), and called last
+    in a step whose event woke the caller alone.
+    """
+    process = simpy.Process.__new__(simpy.Process)
+    process.env, process.callbacks, process._generator = env, [], generator  # type: ignore[attr-defined]
+    start = simpy.Event(env)
+    start._ok, start._value = True, None  # what Initialize carries
+    process._target = start  # type: ignore[attr-defined]
+    process._resume(start)  # type: ignore[attr-defined]
+    return process
+
+
 def start_processes(env: simpy.Environment, start: Callable[[], None]) -> None:
     """Runs ``start`` where ``Initialize`` events made now would run: one event for many processes.
 

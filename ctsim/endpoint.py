@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import simpy
 
+from ctsim.clock import start_now, starts_next
 from ctsim.limiter import LimitedRequest
 from ctsim.lock import FIFOLock
 from ctsim.node import Node
@@ -67,6 +68,10 @@ def _regenerate(
     return True
 
 
+def _start(env: simpy.Environment, generator: Generator[simpy.Event, object, object]) -> simpy.Process:
+    return start_now(env, generator) if starts_next(env) else env.process(generator)
+
+
 def delete_endpoint(node: Node, ep: Endpoint, caller_deadline: float) -> Generator[simpy.Event, object, bool]:
     """``deleteEndpointQuiet`` → ``leaveLocked``: the delete scrub, at most once."""
     with ep.lock.request() as req:
@@ -89,8 +94,10 @@ def create_endpoint(
     env = node.env
     ep = Endpoint(lock=FIFOLock(env))
     sandbox.endpoint = ep
-    scrub = env.process(_create_scrub(node, ep, deadline))
-    regeneration = env.process(_regenerate(node, ep, scrub, deadline))
+    # Each first step (a request on a lock of its own) runs where its start event would run next, unless
+    # another start is queued first; what this step does after it (the other start, the wait) cannot see it.
+    scrub = _start(env, _create_scrub(node, ep, deadline))
+    regeneration = _start(env, _regenerate(node, ep, scrub, deadline))
     yield regeneration | ctx
     if regeneration.triggered and regeneration.value and env.now < deadline:
         node.endpoint_create.finish(req, success=True)

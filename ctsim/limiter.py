@@ -25,7 +25,7 @@ from typing import NamedTuple, Protocol
 
 import simpy
 
-from ctsim.clock import Deadline, fire_now, timeout_at
+from ctsim.clock import Deadline, fire_now, start_now, starts_next, timeout_at
 
 WAIT_SEMAPHORE_RESOLUTION = 10_000_000
 
@@ -513,9 +513,10 @@ class Call(simpy.Event):
         self._arm_ctx()  # the request goes on: its client's deadline counts again
         self.req.weight = self.weight
         self.state = "granted"  # from here on, the context counts only while waiting for the token
-        self._after_hops(2, self._reserve)  # the grant, then the handler's select
+        self._after_hops(2, lambda: self._reserve(woken=True))  # the grant, then the handler's select
 
-    def _reserve(self) -> None:
+    def _reserve(self, woken: bool = False) -> None:
+        """``woken``: called last in a step whose event woke only this call (a hop); see ``_admit``."""
         env, core, req = self.env, self.limiter.core, self.req
         waited = env.now - req.scheduled_at
         delay = core.reserve(env.now)
@@ -535,7 +536,7 @@ class Call(simpy.Event):
                 return
             env.timeout(delay).callbacks.append(self._token_done)  # type: ignore[union-attr]
             return
-        self._admit()
+        self._admit(woken)
 
     def _ctx_done(self, _: simpy.Event) -> None:
         """The client gives up; a handler still waiting in the limiter gives back its place and errors."""
@@ -585,13 +586,21 @@ class Call(simpy.Event):
     def _token_done(self, _: simpy.Event) -> None:
         if self.state == "token":
             self.state = "token taken"
-            self._after_hops(1, self._admit)
+            self._after_hops(1, lambda: self._admit(woken=True))
 
-    def _admit(self) -> None:
-        """Admitted: the handler goes on with its request at once; the client hears when it ends."""
+    def _admit(self, woken: bool = False) -> None:
+        """Admitted: the handler goes on with its request at once; the client hears when it ends.
+
+        ``woken``: this is the last thing a step does whose event woke only
+        this call; unless another process is starting at this instant, the
+        handler's start event would run next, so its first step runs here
+        instead (``clock.start_now``).
+        """
         self.state = "admitted"
-        req = self.limiter.core.admitted(self.env.now, self.req)
-        process = self.env.process(self._handler(req))  # type: ignore[arg-type]
+        env = self.env
+        req = self.limiter.core.admitted(env.now, self.req)
+        handler = self._handler(req)
+        process = start_now(env, handler) if woken and starts_next(env) else env.process(handler)  # type: ignore[arg-type]
         process.callbacks.append(self._handled)  # type: ignore[union-attr]
 
     def _handled(self, process: simpy.Event) -> None:

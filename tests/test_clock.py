@@ -8,7 +8,15 @@ import simpy
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ctsim.clock import Deadline, advance, process_after, start_processes, timeout_at
+from ctsim.clock import (
+    Deadline,
+    advance,
+    process_after,
+    start_now,
+    start_processes,
+    starts_next,
+    timeout_at,
+)
 
 
 def _fires_at(now: float, t: float) -> float:
@@ -101,3 +109,34 @@ def _started(delays: list[int], at_once: bool) -> list[tuple[float, str]]:
 def test_processes_started_after_a_delay_keep_their_place(delays: list[int]) -> None:
     """Whole-second delays land the workers on the bystander's instants, where only event order decides."""
     assert _started(delays, at_once=True) == _started(delays, at_once=False)
+
+
+def _spawned(times: list[int], at_once: bool) -> list[tuple[float, str]]:
+    """Timers that each start a worker; a bystander's steps share their instants."""
+    env = simpy.Environment()
+    log: list[tuple[float, str]] = []
+
+    def bystander() -> Generator[simpy.Event, None, None]:
+        for _ in range(4):
+            log.append((env.now, "bystander"))
+            yield env.timeout(1)
+
+    def worker(i: int) -> Generator[simpy.Event, None, None]:
+        log.append((env.now, f"worker {i}"))
+        yield env.timeout(0)
+        log.append((env.now, f"worker {i} again"))
+
+    def spawn(i: int) -> None:  # the last thing its timer's step does, and the timer wakes only it
+        started = start_now(env, worker(i)) if at_once and starts_next(env) else env.process(worker(i))
+        started.callbacks.append(lambda _: log.append((env.now, f"worker {i} ended")))  # type: ignore[union-attr]
+
+    env.process(bystander())
+    for i, t in enumerate(times):
+        env.timeout(t).callbacks.append(lambda _, i=i: spawn(i))  # type: ignore[union-attr]
+    env.run()
+    return log
+
+
+@given(st.lists(st.integers(0, 4), max_size=6))
+def test_a_process_started_now_where_its_start_would_run_next_is_the_same_run(times: list[int]) -> None:
+    assert _spawned(times, at_once=True) == _spawned(times, at_once=False)
