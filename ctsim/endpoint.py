@@ -49,22 +49,28 @@ def scrub_ips_in_conntrack_table(node: Node, caller_deadline: float) -> Generato
 
 
 def _create_scrub(node: Node, ep: Endpoint, deadline: float) -> Generator[simpy.Event, object, None]:
-    with ep.lock.request() as req:
-        yield req
-        node.counters.create_scrubs += 1
-        yield from scrub_ips_in_conntrack_table(node, deadline)
+    """The scrub under the endpoint's lock. Its first step runs as create's start (see ``create_endpoint``)."""
+    lock = ep.lock
+    if not lock.take_now():
+        yield lock.request()
+    node.counters.create_scrubs += 1
+    yield from scrub_ips_in_conntrack_table(node, deadline)
+    lock.release()
 
 
 def _regenerate(
     node: Node, ep: Endpoint, scrub: simpy.Process, deadline: float
 ) -> Generator[simpy.Event, object, bool]:
     """``regenerateBPF``: holds a build permit while waiting for the CT clean."""
-    with node.build_permits.request() as permit:
-        yield permit
-        yield scrub  # waitingForCTClean
-        if ep.deleted or node.env.now >= deadline:
-            return False
-        yield node.env.timeout(node.regeneration_seconds)
+    permits = node.build_permits
+    if not permits.take_now():
+        yield permits.request()
+    yield scrub  # waitingForCTClean
+    if ep.deleted or node.env.now >= deadline:
+        permits.release()
+        return False
+    yield node.env.timeout(node.regeneration_seconds)
+    permits.release()
     return True
 
 
@@ -73,14 +79,21 @@ def _start(env: simpy.Environment, generator: Generator[simpy.Event, object, obj
 
 
 def delete_endpoint(node: Node, ep: Endpoint, caller_deadline: float) -> Generator[simpy.Event, object, bool]:
-    """``deleteEndpointQuiet`` → ``leaveLocked``: the delete scrub, at most once."""
-    with ep.lock.request() as req:
-        yield req
-        if ep.deleted:
-            return False
-        ep.deleted = True
-        node.counters.delete_scrubs += 1
-        yield from scrub_ips_in_conntrack_table(node, caller_deadline)
+    """``deleteEndpointQuiet`` → ``leaveLocked``: the delete scrub, at most once.
+
+    Its callers (a handler's process, create's) are each woken alone, so a
+    free lock is taken without an event when nothing else is due now.
+    """
+    lock = ep.lock
+    if not lock.take_now():
+        yield lock.request()
+    if ep.deleted:
+        lock.release()
+        return False
+    ep.deleted = True
+    node.counters.delete_scrubs += 1
+    yield from scrub_ips_in_conntrack_table(node, caller_deadline)
+    lock.release()
     return True
 
 
@@ -94,8 +107,9 @@ def create_endpoint(
     env = node.env
     ep = Endpoint(lock=FIFOLock(env))
     sandbox.endpoint = ep
-    # Each first step (a request on a lock of its own) runs where its start event would run next, unless
-    # another start is queued first; what this step does after it (the other start, the wait) cannot see it.
+    # Each first step runs here, where its start event would run next, unless another start is queued first.
+    # The scrub's takes its endpoint's lock, and the family's and walks if nothing else is due now; the
+    # regeneration's takes a build permit: what this step does after each cannot see it (other resources).
     scrub = _start(env, _create_scrub(node, ep, deadline))
     regeneration = _start(env, _regenerate(node, ep, scrub, deadline))
     yield regeneration | ctx
