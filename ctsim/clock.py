@@ -14,9 +14,10 @@ version is pinned below 5 for it).
 A process that the current event wakes alone may also skip an event that
 would change nothing: when nothing else is queued before its timer would
 fire (``advance``), or at this instant when it takes a free lock
-(``ctsim.lock``), no other event can run in between, so the same code at the
-same clock reading is the same run, one event shorter. A quiet day of GC
-passes costs its passes, not four events each.
+(``ctsim.lock``) or starts a process (``start_now``), no other event can run
+in between, so the same code at the same clock reading is the same run, one
+event shorter. A quiet day of GC passes costs its passes, not four events
+each.
 """
 
 from __future__ import annotations
@@ -90,8 +91,10 @@ def starts_next(env: simpy.Environment) -> bool:
 def start_now(env: simpy.Environment, generator: ProcessGenerator) -> simpy.Process:
     """``env.process(generator)`` whose first step runs now, in this step, not at its ``Initialize`` event.
 
-    Only where that event would run next (``starts_next``), and called last
-    in a step whose event woke the caller alone.
+    Only where that event would run next (``starts_next``), in a step whose
+    event woke the caller alone, and where nothing the step does after it
+    can see what the first step did: called last, or followed only by steps
+    on other resources.
     """
     process = simpy.Process.__new__(simpy.Process)
     process.env, process.callbacks, process._generator = env, [], generator  # type: ignore[attr-defined]

@@ -75,6 +75,7 @@ def _regenerate(
 
 
 def _start(env: simpy.Environment, generator: Generator[simpy.Event, object, object]) -> simpy.Process:
+    """A sub-process of create, started in create's step unless another start is queued first."""
     return start_now(env, generator) if starts_next(env) else env.process(generator)
 
 

@@ -11,9 +11,10 @@ an event, and a release hands the lock on one scheduler round later (the
 Resource's Release event), unless a new request comes first, which wakes the
 oldest waiter at once. Written out, it costs half of what the generic
 Resource does, and every GC pass and scrub takes it twice; ``FIFOLock`` is
-the same for any capacity. A walk, woken alone by its own event, takes a
+the same for any capacity. A process woken alone by its own event takes a
 free lock with nothing else due at this instant without the grant's event
-(``take_now``): nothing could have run between.
+(``take_now``): nothing could have run between. Walks, scrubs and
+regenerations do.
 """
 
 from __future__ import annotations

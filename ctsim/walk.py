@@ -36,7 +36,8 @@ def walk(
     walked = deleted = 0
     ratio = orphaned = 0.0
     for ctmap in family.maps:
-        # Every walker is woken alone (its timer, a grant, a walk's end): a free lock is taken without an event.
+        # A walker is woken alone (its timer, a grant, a walk's end) or runs in create's start, whose later steps
+        # touch nothing a walk does: a free lock is taken without an event.
         if not lock.take_now():
             yield lock.request()
         start = env.now

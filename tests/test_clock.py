@@ -1,4 +1,4 @@
-"""A timer at an absolute instant fires at that very float, where now + delay cannot reach it."""
+"""When events fire: a timer at an exact instant, and the events skipped where nothing can tell."""
 
 from __future__ import annotations
 
