@@ -76,33 +76,44 @@ def test_advance_moves_the_clock_only_when_nothing_comes_first() -> None:
     assert not advance(env, 1.0) and env.now == 2.5
 
 
-def _started(delays: list[int], at_once: bool) -> list[tuple[float, str]]:
-    """A bystander made first, then workers that each wait ``delay`` and step twice."""
-    env = simpy.Environment()
-    log: list[tuple[float, str]] = []
+class _Stage:
+    """A bystander whose steps fall on whole seconds, and workers that log two steps at one instant."""
 
-    def bystander() -> Generator[simpy.Event, None, None]:
+    def __init__(self) -> None:
+        self.env = simpy.Environment()
+        self.log: list[tuple[float, str]] = []
+        self.env.process(self.bystander())
+
+    def bystander(self) -> Generator[simpy.Event, None, None]:
         for _ in range(4):
-            log.append((env.now, "bystander"))
-            yield env.timeout(1)
+            self.log.append((self.env.now, "bystander"))
+            yield self.env.timeout(1)
 
-    def worker(i: int) -> Generator[simpy.Event, None, None]:
-        log.append((env.now, f"worker {i}"))
-        yield env.timeout(0)
-        log.append((env.now, f"worker {i} again"))
+    def worker(self, i: int) -> Generator[simpy.Event, None, None]:
+        self.log.append((self.env.now, f"worker {i}"))
+        yield self.env.timeout(0)
+        self.log.append((self.env.now, f"worker {i} again"))
+
+    def run(self) -> list[tuple[float, str]]:
+        self.env.run()
+        return self.log
+
+
+def _started(delays: list[int], at_once: bool) -> list[tuple[float, str]]:
+    """Workers made after the bystander, each waiting ``delay`` first."""
+    stage = _Stage()
+    env = stage.env
 
     def waited(i: int, delay: int) -> Generator[simpy.Event, None, None]:
         yield env.timeout(delay)
-        yield from worker(i)
+        yield from stage.worker(i)
 
-    env.process(bystander())
     if at_once:
-        start_processes(env, lambda: [process_after(env, d, worker(i)) for i, d in enumerate(delays)])
+        start_processes(env, lambda: [process_after(env, d, stage.worker(i)) for i, d in enumerate(delays)])
     else:
         for i, d in enumerate(delays):
             env.process(waited(i, d))
-    env.run()
-    return log
+    return stage.run()
 
 
 @given(st.lists(st.integers(0, 3), max_size=6))
@@ -112,29 +123,18 @@ def test_processes_started_after_a_delay_keep_their_place(delays: list[int]) -> 
 
 
 def _spawned(times: list[int], at_once: bool) -> list[tuple[float, str]]:
-    """Timers that each start a worker; a bystander's steps share their instants."""
-    env = simpy.Environment()
-    log: list[tuple[float, str]] = []
-
-    def bystander() -> Generator[simpy.Event, None, None]:
-        for _ in range(4):
-            log.append((env.now, "bystander"))
-            yield env.timeout(1)
-
-    def worker(i: int) -> Generator[simpy.Event, None, None]:
-        log.append((env.now, f"worker {i}"))
-        yield env.timeout(0)
-        log.append((env.now, f"worker {i} again"))
+    """Timers that each start a worker, on the bystander's instants."""
+    stage = _Stage()
+    env = stage.env
 
     def spawn(i: int) -> None:  # the last thing its timer's step does, and the timer wakes only it
-        started = start_now(env, worker(i)) if at_once and starts_next(env) else env.process(worker(i))
-        started.callbacks.append(lambda _: log.append((env.now, f"worker {i} ended")))  # type: ignore[union-attr]
+        worker = stage.worker(i)
+        started = start_now(env, worker) if at_once and starts_next(env) else env.process(worker)
+        started.callbacks.append(lambda _: stage.log.append((env.now, f"worker {i} ended")))  # type: ignore[union-attr]
 
-    env.process(bystander())
     for i, t in enumerate(times):
         env.timeout(t).callbacks.append(lambda _, i=i: spawn(i))  # type: ignore[union-attr]
-    env.run()
-    return log
+    return stage.run()
 
 
 @given(st.lists(st.integers(0, 4), max_size=6))
