@@ -109,8 +109,9 @@ def create_endpoint(
     ep = Endpoint(lock=FIFOLock(env))
     sandbox.endpoint = ep
     # Each first step runs here, where its start event would run next, unless another start is queued first.
-    # The scrub's takes its endpoint's lock, and the family's and walks if nothing else is due now; the
-    # regeneration's takes a build permit: what this step does after each cannot see it (other resources).
+    # The scrub's takes its endpoint's lock, and the family's and walks if nothing else is due now (to its
+    # end, clock moved, if nothing is due before then); the regeneration's takes a build permit. What this
+    # step does after each touches neither, and no other event can run in between.
     scrub = _start(env, _create_scrub(node, ep, deadline))
     regeneration = _start(env, _regenerate(node, ep, scrub, deadline))
     yield regeneration | ctx
