@@ -71,10 +71,16 @@ def process_after(env: simpy.Environment, delay: float, generator: ProcessGenera
     at it exactly as it would have.
     """
     timer = env.timeout(delay)
+    process = _waiting_on(env, generator, timer)
+    timer.callbacks.append(process._resume)  # type: ignore[union-attr,attr-defined]
+    return process
+
+
+def _waiting_on(env: simpy.Environment, generator: ProcessGenerator, target: simpy.Event) -> simpy.Process:
+    """A process for ``generator`` that waits on ``target``, made without the ``Initialize`` event."""
     process = simpy.Process.__new__(simpy.Process)
     process.env, process.callbacks = env, []
-    process._generator, process._target = generator, timer  # type: ignore[attr-defined]
-    timer.callbacks.append(process._resume)  # type: ignore[union-attr]
+    process._generator, process._target = generator, target  # type: ignore[attr-defined]
     return process
 
 
@@ -96,13 +102,19 @@ def start_now(env: simpy.Environment, generator: ProcessGenerator) -> simpy.Proc
     can see what the first step did: called last, or followed only by steps
     on other resources.
     """
-    process = simpy.Process.__new__(simpy.Process)
-    process.env, process.callbacks, process._generator = env, [], generator  # type: ignore[attr-defined]
     start = simpy.Event(env)
     start._ok, start._value = True, None  # what Initialize carries
-    process._target = start  # type: ignore[attr-defined]
+    process = _waiting_on(env, generator, start)
     process._resume(start)  # type: ignore[attr-defined]
     return process
+
+
+def process_now(env: simpy.Environment, generator: ProcessGenerator) -> simpy.Process:
+    """``env.process``, its first step run now (``start_now``) unless another start is queued first.
+
+    The caller's step must meet ``start_now``'s other conditions.
+    """
+    return start_now(env, generator) if starts_next(env) else env.process(generator)
 
 
 def start_processes(env: simpy.Environment, start: Callable[[], None]) -> None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import simpy
 
-from ctsim.clock import start_now, starts_next
+from ctsim.clock import process_now
 from ctsim.limiter import LimitedRequest
 from ctsim.lock import FIFOLock
 from ctsim.node import Node
@@ -74,11 +74,6 @@ def _regenerate(
     return True
 
 
-def _start(env: simpy.Environment, generator: Generator[simpy.Event, object, object]) -> simpy.Process:
-    """A sub-process of create, started in create's step unless another start is queued first."""
-    return start_now(env, generator) if starts_next(env) else env.process(generator)
-
-
 def delete_endpoint(node: Node, ep: Endpoint, caller_deadline: float) -> Generator[simpy.Event, object, bool]:
     """``deleteEndpointQuiet`` → ``leaveLocked``: the delete scrub, at most once.
 
@@ -112,8 +107,8 @@ def create_endpoint(
     # The scrub's takes its endpoint's lock, and the family's and walks if nothing else is due now (to its
     # end, clock moved, if nothing is due before then); the regeneration's takes a build permit. What this
     # step does after each touches neither, and no other event can run in between.
-    scrub = _start(env, _create_scrub(node, ep, deadline))
-    regeneration = _start(env, _regenerate(node, ep, scrub, deadline))
+    scrub = process_now(env, _create_scrub(node, ep, deadline))
+    regeneration = process_now(env, _regenerate(node, ep, scrub, deadline))
     yield regeneration | ctx
     if regeneration.triggered and regeneration.value and env.now < deadline:
         node.endpoint_create.finish(req, success=True)

@@ -25,7 +25,7 @@ from typing import NamedTuple, Protocol
 
 import simpy
 
-from ctsim.clock import Deadline, fire_now, start_now, starts_next, timeout_at
+from ctsim.clock import Deadline, fire_now, process_now, timeout_at
 
 WAIT_SEMAPHORE_RESOLUTION = 10_000_000
 
@@ -594,13 +594,13 @@ class Call(simpy.Event):
         ``woken``: this is the last thing a step does whose event woke only
         this call; unless another process is starting at this instant, the
         handler's start event would run next, so its first step runs here
-        instead (``clock.start_now``).
+        instead (``clock.process_now``).
         """
         self.state = "admitted"
         env = self.env
         req = self.limiter.core.admitted(env.now, self.req)
         handler = self._handler(req)
-        process = start_now(env, handler) if woken and starts_next(env) else env.process(handler)  # type: ignore[arg-type]
+        process = process_now(env, handler) if woken else env.process(handler)  # type: ignore[arg-type]
         process.callbacks.append(self._handled)  # type: ignore[union-attr]
 
     def _handled(self, process: simpy.Event) -> None:

@@ -12,9 +12,8 @@ from ctsim.clock import (
     Deadline,
     advance,
     process_after,
-    start_now,
+    process_now,
     start_processes,
-    starts_next,
     timeout_at,
 )
 
@@ -129,7 +128,7 @@ def _spawned(times: list[int], at_once: bool) -> list[tuple[float, str]]:
 
     def spawn(i: int) -> None:  # the last thing its timer's step does, and the timer wakes only it
         worker = stage.worker(i)
-        started = start_now(env, worker) if at_once and starts_next(env) else env.process(worker)
+        started = process_now(env, worker) if at_once else env.process(worker)
         started.callbacks.append(lambda _: stage.log.append((env.now, f"worker {i} ended")))  # type: ignore[union-attr]
 
     for i, t in enumerate(times):
