@@ -51,8 +51,10 @@ def advance(env: simpy.Environment, delay: float) -> bool:
 
     Only for a process the running event wakes alone (its own timer, a lock
     grant it alone waits on): then nothing else runs before the timeout
-    would fire. Returns False, changing nothing, when something is due by
-    then; the caller then waits on a real timeout.
+    would fire. (A scrub started inside create's step also may: what that
+    step does after it cannot tell the clock moved; see ``ctsim.endpoint``.)
+    Returns False, changing nothing, when something is due by then; the
+    caller then waits on a real timeout.
     """
     at = env._now + delay  # type: ignore[attr-defined]  # the float Timeout computes
     queue = env._queue  # type: ignore[attr-defined]
