@@ -182,11 +182,15 @@ class WeightedSemaphore:
     def has_room(self, n: int) -> bool:
         return self.size - self.cur >= n and not self.waiting
 
+    def _settle(self) -> None:
+        """Before the state changes: the lazy queue's steps so far play on the state they saw."""
+        if self.lazy is not None:
+            self.lazy.settle()
+
     def try_acquire(self, n: int) -> bool:
         if not self.has_room(n):
             return False
-        if self.lazy is not None:
-            self.lazy.settle()
+        self._settle()
         self.cur += n
         return True
 
@@ -197,15 +201,13 @@ class WeightedSemaphore:
 
     def abandon(self, waiter: Waiter) -> None:
         """A waiter gave up before its grant (context done): its place goes to the next."""
-        if self.lazy is not None:
-            self.lazy.settle()
+        self._settle()
         waiter.abandoned = True
         self.waiting -= 1
         self._notify()
 
     def release(self, n: int) -> None:
-        if self.lazy is not None:
-            self.lazy.settle()
+        self._settle()
         self.cur -= n
         self._notify()
 
