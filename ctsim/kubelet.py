@@ -41,7 +41,9 @@ class Draws:
     A Mersenne Twister holds 2.5 KB of state; a hundred thousand parked pods
     would hold 250 MB of it to draw a few dozen jitters an hour. This keeps a
     block of drawn values and re-seeds for the next block, skipping what was
-    drawn (one ``getrandbits`` call); blocks double in size.
+    drawn (one ``getrandbits`` call). A pod served at once draws one or two
+    values; one that retries draws ~45 an hour in a collapse, so the second
+    block holds 48 (one re-seed an hour, not three) and blocks double from there.
     """
 
     __slots__ = ("_block", "_drawn", "_next", "_seed")
@@ -61,7 +63,7 @@ class Draws:
             rng = random.Random(self._seed)
             if self._drawn:
                 rng.getrandbits(64 * self._drawn)  # random() takes two 32-bit words: skips what was drawn
-            size = max(8, self._drawn)
+            size = max(48, self._drawn) if self._drawn else 8  # a re-seed costs as much as ~90 draws
             draw = rng.random
             self._block = array("d", [draw() for _ in range(size)])
             self._drawn += size
