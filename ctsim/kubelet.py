@@ -43,7 +43,8 @@ class Draws:
     block of drawn values and re-seeds for the next block, skipping what was
     drawn (one ``getrandbits`` call). A pod served at once draws one or two
     values; one that retries draws ~45 an hour in a collapse, so the second
-    block holds 48 (one re-seed an hour, not three) and blocks double from there.
+    block holds 48 (one re-seed an hour, not three); each later one holds as
+    many as were drawn before it.
     """
 
     __slots__ = ("_block", "_drawn", "_next", "_seed")

@@ -118,7 +118,7 @@ class Parking:
         Parked or not, a run is the same; a pod whose tries are served soon
         after would only be parked to be taken back, at more cost than its
         events. Instructions over bench_sweep.py's grids, parking from the
-        first refusal against the second: collapse -4.0 %, mixed -2.7 %,
+        first failure against the second: collapse -4.0 %, mixed -2.7 %,
         non-collapsing +0.8 %; parking every pod: -7.4 %, -4.0 %, +5.6 %.
         """
         return pod.failures > 0 or len(self.parked) + self.create.semaphore.waiting >= CROWD
