@@ -86,7 +86,7 @@ def against_bare(label: str, pods: int, cpu: float, printed: str, floor: float) 
     steps = retries(printed)
     bare = min(bare_retries(pods, steps) for _ in range(3))
     print(f"  {label}: bare loop of its {steps:,} retries {bare:.2f} s ({bare / floor:.1f}x the floor)")
-    print(f"  {label} / its bare loop            {cpu / bare:5.2f}x   (how far the model is from the least)")
+    print(f"  {label} / its bare loop            {cpu / bare:5.2f}x   (the whole run, start-up included)")
 
 
 def main(repeats: int = 7, large: bool = False) -> None:
