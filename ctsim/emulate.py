@@ -162,7 +162,7 @@ class ThreadLimiter:
             req = core.schedule(clock.now())
             if req.skip:
                 return core.admitted(clock.now(), req)
-            mean, weight = core.mean_processing, core.weight()
+            mean, weight = core.mean_processing, core.slot_weight
         if weight:
             give_up = deadline
             if core.params.max_wait > 0:

@@ -283,6 +283,7 @@ class LimiterCore:
     rejected: int = 0  # 429s
     paced: int = 0  # 429s that slept the mean processing duration first
     parallel_requests: int = 0
+    slot_weight: int = field(default=0, init=False)  # one request's semaphore weight at this parallelism (0: none)
     adjustment_factor: float = 1.0
     mean_processing: float = 0.0  # meanProcessingDuration: successful requests only
     bucket: TokenBucket | None = None
@@ -290,7 +291,7 @@ class LimiterCore:
     _adjusted: bool = False
 
     def __post_init__(self) -> None:
-        self.parallel_requests = self.params.parallel_requests
+        self._set_parallel(self.params.parallel_requests)
         if self.params.rate_limit:
             self.bucket = TokenBucket(self.params.rate_limit, self.params.rate_burst)
 
@@ -312,9 +313,10 @@ class LimiterCore:
         skip = self.params.skip_initial > 0 and self.requests_scheduled <= self.params.skip_initial
         return LimitedRequest(scheduled_at=now, skip=skip)
 
-    def weight(self) -> int:
-        """Semaphore weight of one request at the current parallelism (0: no semaphore)."""
-        return WAIT_SEMAPHORE_RESOLUTION // self.parallel_requests if self.parallel_requests > 0 else 0
+    def _set_parallel(self, n: int) -> None:
+        """The parallelism, and so the weight of a slot in the semaphore (read on every arrival)."""
+        self.parallel_requests = n
+        self.slot_weight = WAIT_SEMAPHORE_RESOLUTION // n if n > 0 else 0
 
     def reserve(self, now: float) -> float:
         """The token's delay (0 without a bucket)."""
@@ -379,7 +381,7 @@ class LimiterCore:
             return  # same factor, same values: nothing to recompute
         self.adjustment_factor, self._adjusted = f, True
         parallel = self._delayed(p.parallel_requests, p.min_parallel_requests, p.max_parallel_requests)
-        self.parallel_requests = int(self._bounded(parallel, p.parallel_requests))
+        self._set_parallel(int(self._bounded(parallel, p.parallel_requests)))
         if self.bucket is not None:
             self.bucket.set_limit(now, self._bounded(p.rate_limit * f, p.rate_limit))
             burst = self._bounded(self._delayed(p.rate_burst, p.min_parallel_requests, 0.0), p.rate_burst)
@@ -396,7 +398,7 @@ class APILimiter:
 
     def has_room(self) -> bool:
         """A request scheduled now would get a slot at once."""
-        weight = self.core.weight()
+        weight = self.core.slot_weight
         return not weight or self.semaphore.has_room(weight)
 
     def answer_at_once(self) -> bool:
@@ -498,7 +500,7 @@ class Call(simpy.Event):
             self._admit()
             return
         self.mean = core.mean_processing  # read when scheduled, as wait() does
-        weight = core.weight()
+        weight = core.slot_weight
         if weight and not limiter.semaphore.try_acquire(weight):
             self.state, self.weight, self.abandoned = "semaphore", weight, False
             limiter.semaphore.enqueue(self)

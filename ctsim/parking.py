@@ -100,7 +100,7 @@ class Parking:
         self._queued: dict[str, deque[tuple[float, int, Parked]]] = {CREATE: deque(), DELETE: deque()}
         self._keys = itertools.count(1)
         self._time_scale = node.time_scale
-        self._weights = (self.create.core.weight(), self.delete.core.weight())
+        self._weights = (self.create.core.slot_weight, self.delete.core.slot_weight)
         self.create.semaphore.lazy = _LazyQueue(self, CREATE)
         self.delete.semaphore.lazy = _LazyQueue(self, DELETE)
         self._wake_at: float | None = None
@@ -130,7 +130,7 @@ class Parking:
         with an endpoint would scrub, so that pod stays a process.
         """
         create = self.create
-        weight = create.core.weight()
+        weight = create.core.slot_weight
         if not weight or create.semaphore.size - create.semaphore.cur >= weight:
             return False  # an ADD could be admitted
         if torn_down_next is not None and has_endpoint(torn_down_next):
@@ -139,7 +139,7 @@ class Parking:
         if c.requests_scheduled < c.params.skip_initial or d.requests_scheduled < d.params.skip_initial:
             return False  # a request could still skip the limiter
         if not self.parked:  # the slot weights every parked step is played with
-            self._weights = (weight, d.weight())
+            self._weights = (weight, d.slot_weight)
         return bool(self._weights[1])
 
     def park(self, pod: Pod, stale: Sandbox | None, sandbox: Sandbox | None, at: float, step: str) -> simpy.Event:
@@ -274,7 +274,7 @@ class Parking:
         """
         if not self.parked:
             return
-        weights = (self.create.core.weight(), self.delete.core.weight())
+        weights = (self.create.core.slot_weight, self.delete.core.slot_weight)
         if weights != self._weights:
             self.unpark_all()
         elif self._create_has_room():
@@ -282,7 +282,7 @@ class Parking:
 
     def _create_has_room(self) -> bool:
         semaphore = self.create.semaphore
-        return semaphore.size - semaphore.cur >= self.create.core.weight()
+        return semaphore.size - semaphore.cur >= self.create.core.slot_weight
 
     def _next(self) -> Parked | None:
         """The parked pod whose next step comes first (dropping positions it has left)."""
