@@ -58,6 +58,13 @@ class Draws:
         self._next += 1
         return value
 
+    def next_after(self) -> float:
+        """``random()`` then ``peek()``: draws the value peeked before, peeks the one after it."""
+        if self._next == len(self._block):
+            self.peek()  # the next block
+        self._next += 1
+        return self._block[self._next] if self._next < len(self._block) else self.peek()
+
     def peek(self) -> float:
         """The value the next ``random()`` returns."""
         if self._next == len(self._block):

@@ -173,10 +173,32 @@ class Parking:
         if not due or due[0][0] >= now:
             return
         delete_room = self.delete.has_room()  # the same for every step played here: nothing changed since
+        if delete_room:
+            while due and due[0][0] < now:
+                _, key, p = heappop(due)
+                if p.key == key:
+                    self._play(p, delete_room)
+            return
+        # endpoint-delete is full: a stale sandbox's DEL timed out and the next one queues again, which is
+        # most of a storm's steps. Played here as ``_play`` would (``_time_out``, then the DEL step).
+        c, core, keys, queued = self.node.counters, self.delete.core, self._keys, self._queued[DELETE]
+        teardown_s, time_scale, weight, mean = self.teardown_s, self._time_scale, self._weights[1], core.mean_processing
         while due and due[0][0] < now:
-            _, key, p = heappop(due)
-            if p.key == key:
+            t, key, p = heappop(due)
+            if p.key != key:
+                continue
+            if p.phase is not DEL_STALE:
                 self._play(p, delete_room)
+                continue
+            c.del_timeouts += 1
+            c.del_calls += 1
+            core.requests_scheduled += 1
+            p.number, p.arrived, p.end = next(ARRIVALS), t, (end := t + teardown_s)
+            p.t = t = end + jitter(p.pod.rng.next_after()) / time_scale
+            p.mean, p.weight = mean, weight
+            p.key = key = next(keys)
+            heappush(due, (t, key, p))
+            queued.append((end, key, p))
 
     def finish(self) -> None:
         """At the end of a run: every step before now played, every DEL refused by now counted."""
