@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 import simpy
 
-from ctsim.clock import Deadline, timeout_at
+from ctsim.clock import Deadline
 from ctsim.endpoint import (
     NOT_FOUND,
     OK,
@@ -56,7 +56,7 @@ def del_call(node: Node, sandbox: Sandbox, arrived: Arrived | None = None) -> Ca
     timeout_s = TEARDOWN_TIMEOUT / node.time_scale
     at = node.env.now if arrived is None else arrived.order[0]
     deadline = at + timeout_s
-    ctx = node.env.timeout(timeout_s) if arrived is None else timeout_at(node.env, deadline)
+    ctx = node.env.timeout(timeout_s) if arrived is None else Deadline(node.env, deadline)
     # endpoint-delete has no max wait: only a gone client ends its wait.
     return _call(node.endpoint_delete, ctx, lambda req: delete_endpoint_handler(node, sandbox, req, deadline), arrived)
 

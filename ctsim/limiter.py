@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
 
 import simpy
+from simpy.events import PENDING
 
 from ctsim.clock import Deadline, fire_now, process_now, timeout_at
 
@@ -466,7 +467,8 @@ class Call(simpy.Event):
         """A call that arrived as ``order`` (time, number) and has waited for a slot since (a parked pod's).
 
         Its arrival was counted when it was played; its ``max_wait`` timer
-        lands where the one set at arrival would have. The caller queues it.
+        lands where the one set at arrival would have. The caller grants it a
+        slot at once, or queues it and calls ``wait_for_slot``.
         """
         self = cls.__new__(cls)
         simpy.Event.__init__(self, limiter.env)
@@ -478,8 +480,12 @@ class Call(simpy.Event):
         max_wait = limiter.core.params.max_wait
         if max_wait > 0:
             timeout_at(limiter.env, arrived_at + max_wait).callbacks.append(self._max_wait_done)  # type: ignore[union-attr]
-        self._arm_ctx(arrived_at + max_wait if max_wait > 0 else None)
         return self
+
+    def wait_for_slot(self) -> None:
+        """A ``queued`` call goes on waiting in the semaphore: its client's deadline counts (as at arrival)."""
+        max_wait = self.limiter.core.params.max_wait
+        self._arm_ctx(self.req.scheduled_at + max_wait if max_wait > 0 else None)
 
     def _arm_ctx(self, refused_by: float | None = None) -> None:
         """Puts a ``Deadline`` context on the queue, unless ``max_wait`` refuses the request at ``refused_by`` first."""
@@ -514,7 +520,11 @@ class Call(simpy.Event):
         self._reserve()
 
     def granted(self) -> None:
-        self._arm_ctx()  # the request goes on: its client's deadline counts again
+        ctx = self._ctx
+        # The request goes on: its client's deadline counts again. Without a token to wait for, the
+        # request is admitted in this instant, and a deadline after it matters only if the handler waits.
+        if self.limiter.core.bucket is not None or not isinstance(ctx, Deadline) or ctx.at <= self.env.now:
+            self._arm_ctx()
         self.req.weight = self.weight
         self.state = "granted"  # from here on, the context counts only while waiting for the token
         self._after_hops(2, lambda: self._reserve(woken=True))  # the grant, then the handler's select
@@ -577,8 +587,7 @@ class Call(simpy.Event):
         self.limiter.core.rejected += 1
         self.state = REFUSED
         self.limiter.finish(self.req, success=False)
-        if isinstance(self._ctx, Deadline) and not self._ctx.triggered:  # never armed: it will not fire, and
-            self._ctx.callbacks = None  # its callback to this call would keep both alive (no cyclic GC in a run)
+        self._drop_unarmed_ctx()
         self._fire_now(REFUSED)
 
     def _paced_done(self, _: simpy.Event) -> None:
@@ -606,10 +615,22 @@ class Call(simpy.Event):
         handler = self._handler(req)
         process = process_now(env, handler) if woken else env.process(handler)  # type: ignore[arg-type]
         process.callbacks.append(self._handled)  # type: ignore[union-attr]
+        if self._ctx._value is PENDING and not process.triggered:  # a deadline left unarmed (``granted``),
+            self._arm_ctx()  # and the handler waits (or has yet to start): its client may give up first
 
     def _handled(self, process: simpy.Event) -> None:
         if not self.triggered:
+            self._drop_unarmed_ctx()
             self._fire(process)
+
+    def _drop_unarmed_ctx(self) -> None:
+        """A ``Deadline`` never armed will not fire: its callback to this call would only keep both alive.
+
+        A run turns the cyclic collector off (``Model.run``).
+        """
+        ctx = self._ctx
+        if ctx._value is PENDING and isinstance(ctx, Deadline):
+            ctx.callbacks = None
 
     def _refuse(self, why: str) -> None:
         """The handler returns the error; its client hears it two hops later (process end, condition)."""

@@ -284,7 +284,7 @@ class Parking:
         _, _, p = self._queued[queue].popleft()
         call = self._resume(p)
         assert call is not None
-        return call
+        return call  # granted at once
 
     def changed(self) -> None:
         """After a request finished: new slot weights end all parking; a free endpoint-create slot wakes pods.
@@ -336,6 +336,7 @@ class Parking:
             heappop(self._due)
             call = self._resume(p)
             if call is not None:
+                call.wait_for_slot()
                 self.create.semaphore.requeue([call])
         self._arm()
 
@@ -347,6 +348,7 @@ class Parking:
         for p in sorted(self.parked.values(), key=lambda p: p.pod.index):
             call = self._resume(p)
             if call is not None:
+                call.wait_for_slot()
                 waiting[_limiter(p.phase)].append(call)
         self._due.clear()
         for queue, calls in waiting.items():

@@ -8,12 +8,14 @@ of, down to each pod's attempt times.
 from __future__ import annotations
 
 import dataclasses
+import gc
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctsim.emulate import scale
+from ctsim.limiter import Call
 from ctsim.model import Model
 from ctsim.parking import Parking
 from ctsim.scenario import resolve
@@ -120,6 +122,25 @@ def test_a_collapse_is_mostly_parked() -> None:
     scenario = resolve(entries="16M", pods="50")
     parked, played = _events(Model(scenario)), _events(Model(scenario, parking=False))
     assert parked < played / 2
+
+
+def test_answered_calls_are_freed_as_a_storm_runs() -> None:
+    """A run turns the cyclic collector off; nothing must keep an answered call alive, or memory grows with retries.
+
+    A context deadline never armed (refused by ``max_wait`` first, or a
+    DEL taken back from parking and answered in the instant of its grant)
+    still holds its callback to the call.
+    """
+    model = Model(resolve(entries="16M", pods="1000", horizon="30m"))
+    gc.collect()
+    gc.disable()
+    try:
+        model.run()
+        alive = sum(isinstance(o, Call) for o in gc.get_objects())
+    finally:
+        gc.enable()
+    assert model.node.counters.del_404 > 1000  # parked DELs were taken back and answered
+    assert alive < 50, f"{alive} calls alive after the run"
 
 
 @pytest.mark.parametrize("time_scale", [10.0, 60.0])
