@@ -122,13 +122,30 @@ class Result:
         return [p.ready_latency for p in self.pods if p.ready_latency is not None]
 
     @property
+    def pods_ready(self) -> int:
+        return sum(p.ready for p in self.pods)
+
+    @property
+    def ready_first_attempt(self) -> int:
+        return sum(p.ready and p.attempts == 1 for p in self.pods)
+
+    def ready_latency(self) -> dict[str, float | None]:
+        """Percentiles of the Ready pods' latencies (None without any)."""
+        lat = self.ready_latencies
+        return {
+            "p50": percentile(lat, 0.50),
+            "p90": percentile(lat, 0.90),
+            "p99": percentile(lat, 0.99),
+            "max": max(lat) if lat else None,
+        }
+
+    @property
     def recovered_at(self) -> float | None:
         if not all(p.ready for p in self.pods):
             return None
         return max(p.ready_at for p in self.pods if p.ready_at is not None)
 
     def to_dict(self) -> dict[str, Any]:
-        lat = self.ready_latencies
         c = self.counters
         s = self.scenario
         return {
@@ -137,17 +154,12 @@ class Result:
             "inputs": s.to_dict(),
             "pods": {
                 "requested": len(self.pods),
-                "ready": sum(p.ready for p in self.pods),
-                "ready_first_attempt": sum(p.ready and p.attempts == 1 for p in self.pods),
+                "ready": self.pods_ready,
+                "ready_first_attempt": self.ready_first_attempt,
                 "retrying": sum(p.state == "retrying" for p in self.pods),
                 "pending": sum(p.state == "pending" for p in self.pods),
                 "attempts": sum(p.attempts for p in self.pods),
-                "ready_latency_s": {
-                    "p50": percentile(lat, 0.50),
-                    "p90": percentile(lat, 0.90),
-                    "p99": percentile(lat, 0.99),
-                    "max": max(lat) if lat else None,
-                },
+                "ready_latency_s": self.ready_latency(),
                 "retry_interval_s": _spread(self.retry_intervals),
                 "recovered_at_s": self.recovered_at,
             },

@@ -124,27 +124,26 @@ def command(flags: dict[str, Any]) -> str:
 
 
 def run_point(flags: dict[str, Any]) -> Row:
-    """One grid point: resolve, simulate, flatten."""
+    """One grid point: resolve, simulate, flatten (only what a row holds: no whole ``to_dict``)."""
     result = simulate(resolve(**flags))
-    d = result.to_dict()
-    pods, lat = d["pods"], d["pods"]["ready_latency_s"]
+    c, lat, first = result.counters, result.ready_latency(), result.ready_first_attempt
     return {
         **{name: flags.get(name) for name in flags},
         "seed": result.scenario.seed,
         "verdict": result.verdict,
         "walk_seconds": result.walk_seconds,
-        "pods_ready": pods["ready"],
-        "ready_first_attempt": pods["ready_first_attempt"],
-        "ready_first_attempt_fraction": pods["ready_first_attempt"] / pods["requested"],
+        "pods_ready": result.pods_ready,
+        "ready_first_attempt": first,
+        "ready_first_attempt_fraction": first / len(result.pods),
         "latency_p50_s": lat["p50"],
         "latency_p90_s": lat["p90"],
         "latency_max_s": lat["max"],
-        "add_timeouts": d["cni"]["add_timeouts"],
-        "add_429": d["cni"]["add_429"],
-        "orphaned_walk_seconds": d["lock"]["orphaned_walk_seconds"],
-        "lock_max_queue": d["lock"]["max_queue"],
-        "gc_passes": len(d["gc"]["intervals_s"]),
-        "entries_at_end": d["table"]["entries_at_end"],
+        "add_timeouts": c.add_timeouts,
+        "add_429": c.add_429,
+        "orphaned_walk_seconds": c.orphaned_walk_seconds,
+        "lock_max_queue": result.lock_max_queue,
+        "gc_passes": len(result.gc.passes),
+        "entries_at_end": result.entries_at_end,
         "command": command(flags),
     }
 
