@@ -116,16 +116,15 @@ def burst_at(facts: Facts, state: SteadyState, burst: int | None = None, **overr
 
 
 def outcome(r: Result) -> dict[str, Any]:
-    d = r.to_dict()
     return {
         "verdict": r.verdict,
         "walk_seconds": r.walk_seconds,
         "table_entries": r.entries_at_start,
-        "pods_ready": d["pods"]["ready"],
-        "ready_first_attempt": d["pods"]["ready_first_attempt"],
-        "all_ready_s": d["pods"]["recovered_at_s"],
-        "add_timeouts": d["cni"]["add_timeouts"],
-        "add_429": d["cni"]["add_429"],
+        "pods_ready": r.pods_ready,
+        "ready_first_attempt": r.ready_first_attempt,
+        "all_ready_s": r.recovered_at,
+        "add_timeouts": r.counters.add_timeouts,
+        "add_429": r.counters.add_429,
     }
 
 
