@@ -8,6 +8,10 @@ cores to mean anything).
 
 Targets (issue "Performance II"): collapse >= 150 runs/s/core,
 non-collapsing >= 300, 2 processes >= 1.7x one.
+
+Beside each grid it times bench_run.py's bare retry loop over that grid's
+own CNI ADDs and DELs (50 pods a run): the rate no model that plays a
+storm's retries one by one can pass on this machine, in the same run.
 """
 
 from __future__ import annotations
@@ -15,6 +19,10 @@ from __future__ import annotations
 import os
 import time
 
+from bench_run import bare_retries
+
+from ctsim.model import simulate
+from ctsim.scenario import resolve
 from ctsim.sweep import points, run_point, sweep
 
 GRIDS = {
@@ -37,6 +45,11 @@ def main() -> None:
             seconds = min(seconds, time.process_time() - start)
         verdicts = {v: sum(r["verdict"] == v for r in rows) for v in ("ok", "degraded", "collapse")}
         print(f"{name:>44}: {len(rows) / seconds:6.1f} runs/s/core  ({len(rows)} runs, {verdicts})")
+        counters = [simulate(resolve(**flags)).counters for flags in grid]
+        steps = sum(c.add_attempts + c.del_calls for c in counters)
+        bare = min(bare_retries(50, steps) for _ in range(3))
+        per_run = steps / len(rows)
+        print(f"{'its bare retry loop':>44}: {len(rows) / bare:6.1f} runs/s/core  ({per_run:,.0f} retries a run)")
     if (os.cpu_count() or 1) < 2:
         print("one core: no scaling to measure")
         return
