@@ -173,23 +173,17 @@ class Parking:
         if not due or due[0][0] >= now:
             return
         delete_room = self.delete.has_room()  # the same for every step played here: nothing changed since
-        if delete_room:
-            while due and due[0][0] < now:
-                _, key, p = heappop(due)
-                if p.key == key:
-                    self._play(p, delete_room)
-            return
-        # endpoint-delete is full: a stale sandbox's DEL timed out and the next one queues again, which is
-        # most of a storm's steps. Played here as ``_play`` would (``_time_out``, then the DEL step).
         c, core, keys, queued = self.node.counters, self.delete.core, self._keys, self._queued[DELETE]
         teardown_s, time_scale, weight, mean = self.teardown_s, self._time_scale, self._weights[1], core.mean_processing
         while due and due[0][0] < now:
             t, key, p = heappop(due)
             if p.key != key:
                 continue
-            if p.phase is not DEL_STALE:
+            if delete_room or p.phase is not DEL_STALE:
                 self._play(p, delete_room)
                 continue
+            # A stale sandbox's DEL timed out in a full endpoint-delete and the next one queues again: most
+            # of a storm's steps, played here as ``_play`` would (``_time_out``, then the DEL step).
             c.del_timeouts += 1
             c.del_calls += 1
             core.requests_scheduled += 1
@@ -284,7 +278,7 @@ class Parking:
         _, _, p = self._queued[queue].popleft()
         call = self._resume(p)
         assert call is not None
-        return call  # granted at once
+        return call  # granted at once: it never waits for a slot again (no ``wait_for_slot``)
 
     def changed(self) -> None:
         """After a request finished: new slot weights end all parking; a free endpoint-create slot wakes pods.
