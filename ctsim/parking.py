@@ -129,13 +129,12 @@ class Parking:
         ``torn_down_next`` is the sandbox its next DEL would tear down: one
         with an endpoint would scrub, so that pod stays a process.
         """
-        create = self.create
-        weight = create.core.slot_weight
-        if not weight or create.semaphore.size - create.semaphore.cur >= weight:
+        weight = self.create.core.slot_weight
+        if not weight or self._create_has_room():
             return False  # an ADD could be admitted
         if torn_down_next is not None and has_endpoint(torn_down_next):
             return False
-        c, d = create.core, self.delete.core
+        c, d = self.create.core, self.delete.core
         if c.requests_scheduled < c.params.skip_initial or d.requests_scheduled < d.params.skip_initial:
             return False  # a request could still skip the limiter
         if not self.parked:  # the slot weights every parked step is played with
