@@ -28,7 +28,7 @@ from pathlib import Path
 
 from ctwatch.sources.bpf import BPFSource
 
-from ctsim import calibrate as cal
+from ctsim.kernel import calibrate as cal
 
 ENTRIES = 1 << 24
 TICKS = os.sysconf("SC_CLK_TCK")

@@ -49,7 +49,7 @@ def pct(xs: list[float], q: int) -> float:
 def main() -> None:
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "ctwatch", "--path.procfs", str(ROOT / "tests" / "fixtures" / "proc"),
+        [sys.executable, "-m", "ctwatch", "--path.procfs", str(ROOT / "tests" / "ctwatch" / "fixtures" / "proc"),
          "--collector.disable-defaults", "--collector.nf_conntrack", "--web.listen-address", f"127.0.0.1:{port}",
          "--web.max-requests", "0"],
         stderr=subprocess.DEVNULL,

@@ -35,7 +35,7 @@ import sys
 import time
 from pathlib import Path
 
-from ctsim.kubelet import Draws, jitter
+from ctsim.sim.pod import Draws, jitter
 
 PY = sys.executable
 CTSIM = [PY, "-m", "ctsim"]

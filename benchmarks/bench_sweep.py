@@ -3,7 +3,7 @@
 Runs per second per core are counted in CPU time of one process (no pool),
 the fastest of three passes, split by outcome: a run costs its events, and a collapse is an hour of
 kubelet retries waiting on the limiter. Then the same grid through
-``ctsim.sweep.sweep`` on 1 and on 2 processes (wall time; needs two free
+``ctsim.capacity.sweep.sweep`` on 1 and on 2 processes (wall time; needs two free
 cores to mean anything).
 
 Targets (issue "Performance II"): collapse >= 150 runs/s/core,
@@ -21,9 +21,9 @@ import time
 
 from bench_run import bare_retries
 
-from ctsim.model import simulate
+from ctsim.capacity.sweep import points, run_point, sweep
 from ctsim.scenario import resolve
-from ctsim.sweep import points, run_point, sweep
+from ctsim.sim.model import simulate
 
 GRIDS = {
     "non-collapsing (standard node, 64Ki..256Ki)": (

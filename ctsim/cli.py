@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from ctsim.defaults import CT_KEY_SIZES
 from ctsim.errors import InputError, run_cli
 from ctsim.files import check_writable, write_atomic
 from ctsim.options import Str, scenario_options
@@ -40,7 +41,7 @@ def run(
     plot: Annotated[Str, typer.Option(help="Also draw table size and GC interval over time to this PNG.")] = None,
 ) -> None:
     """Simulate a burst of pods on a node whose CT maps hold ENTRIES entries."""
-    from ctsim.model import Model
+    from ctsim.sim.model import Model
 
     if plot is not None:
         _check_plot(plot, "--plot")
@@ -68,8 +69,8 @@ def emulate(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
 ) -> None:
     """Run the scenario, scaled down, on the real kernel and beside the simulator (needs root or CAP_BPF)."""
-    from ctsim import calibrate as cal
-    from ctsim import emulate as em
+    from ctsim.kernel import calibrate as cal
+    from ctsim.kernel import emulate as em
 
     em.check(scenario, time_scale)
     cal.probe()
@@ -79,11 +80,11 @@ def emulate(
         c = load(scenario.calibration)
         real_rate, delete_s, how = c.per_entry_entries_per_s, c.delete_seconds_per_entry, c.describe("per-entry")
     else:
-        with cal.new_ct_map(1 << 18, cal.KEY_SIZES["ipv4"]) as m:
+        with cal.new_ct_map(1 << 18, CT_KEY_SIZES["ipv4"]) as m:
             import statistics
 
             real_rate = statistics.median(cal.per_entry_rate(m) for _ in range(3))
-            delete_s = cal.delete_seconds(m, cal.KEY_SIZES["ipv4"], 20_000)
+            delete_s = cal.delete_seconds(m, CT_KEY_SIZES["ipv4"], 20_000)
         how = "measured now on a 256Ki map (pass --calibration to use a calibration file)"
     if scenario.churn.peak > 0:
         scenario = dataclasses.replace(
@@ -124,7 +125,7 @@ def sweep(
     value: Annotated[str, typer.Option(help="Heatmap colour: a row output.")] = "ready_first_attempt_fraction",
 ) -> None:
     """Run the model over a grid of scenarios (the other flags are the base of every point)."""
-    from ctsim import sweep as sw
+    from ctsim.capacity import sweep as sw
 
     base = dict(scenario.flags)
     axes: dict[str, list[str]] = {}
@@ -190,7 +191,7 @@ def plan(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
 ) -> None:
     """Size a node: CT maps, steady-state table, walk time, safe burst, and simulated mitigations."""
-    from ctsim import plan as planner
+    from ctsim.capacity import plan as planner
 
     facts = planner.Facts(
         node_memory=node_memory,
@@ -227,11 +228,11 @@ def calibrate(
     as_json: Annotated[bool, typer.Option("--json", help="Print the measurements as JSON.")] = False,
 ) -> None:
     """Measure this kernel's CT walk rates on real, throwaway BPF maps (needs root or CAP_BPF)."""
-    from ctsim import calibrate as cal
     from ctsim.calibration import dump
+    from ctsim.kernel import calibrate as cal
     from ctsim.quantity import parse_count
 
-    if family not in cal.KEY_SIZES:
+    if family not in CT_KEY_SIZES:
         raise InputError(f"--family: must be ipv4 or ipv6, got {family!r}")
     size_list = [s for s in sizes.split(",") if s.strip()]
     if not size_list:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ctsim.defaults import CONNTRACK_GC_STARTING_INTERVAL
 from ctsim.errors import InputError
-from ctsim.gc import CONNTRACK_GC_STARTING_INTERVAL
 from ctsim.quantity import format_count
 
 

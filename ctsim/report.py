@@ -6,7 +6,7 @@ They read the Result (or plan's document) and nothing else.
 from __future__ import annotations
 
 from ctsim.quantity import format_count, format_duration
-from ctsim.result import COLLAPSE, DEGRADED, OK, Result, percentile
+from ctsim.sim.result import COLLAPSE, DEGRADED, OK, Result, percentile
 from ctsim.term import Terminal
 
 _VERDICT_STYLE = {OK: "bold green", DEGRADED: "bold yellow", COLLAPSE: "bold red"}

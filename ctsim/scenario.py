@@ -9,21 +9,22 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from ctsim.churn import ChurnSchedule, parse_churn
-from ctsim.cni import CLIENT_TIMEOUT
+from ctsim.defaults import (
+    CLIENT_TIMEOUT,
+    CONNTRACK_GC_MAX_LRU_INTERVAL,
+    CONNTRACK_GC_STARTING_INTERVAL,
+    CT_MAP_ENTRIES_GLOBAL_ANY_DEFAULT,
+    CT_MAP_ENTRIES_GLOBAL_TCP_DEFAULT,
+    DEFAULT_REGENERATION,
+    LIMIT_TABLE_MAX,
+)
 from ctsim.errors import InputError
-from ctsim.gc import CONNTRACK_GC_MAX_LRU_INTERVAL, CONNTRACK_GC_STARTING_INTERVAL
 from ctsim.presets import DEFAULT_PRESET, get_preset
 from ctsim.profiles import get_profile
 from ctsim.quantity import parse_count, parse_duration, parse_float
-from ctsim.sizing import (
-    CT_MAP_ENTRIES_GLOBAL_ANY_DEFAULT,
-    CT_MAP_ENTRIES_GLOBAL_TCP_DEFAULT,
-    LIMIT_TABLE_MAX,
-    ct_map_sizes,
-)
+from ctsim.sizing import ct_map_sizes
 
 DEFAULT_HORIZON = 3600.0
-DEFAULT_REGENERATION = 2.0  # seconds to compile and load an endpoint's programs
 DEFAULT_CONN_SECONDS = 30.0
 DRIFTED_NEXT_PASS = 6 * 3600.0  # incident state: the last 12 h pass was 6 h ago
 AGENT_STATES = ("warm", "fresh")
@@ -204,7 +205,7 @@ def resolve(
     delete_s = prof.delete_seconds
     cal = None
     if calibration is not None:
-        from ctsim.calibration import load as load_calibration  # only with --calibration: it brings json
+        from ctsim.calibration import load as load_calibration
 
         cal = load_calibration(calibration)
     if cal is not None:

@@ -12,18 +12,22 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-CT_MAP_ENTRIES_GLOBAL_TCP_DEFAULT = 2 << 18  # 524,288
-CT_MAP_ENTRIES_GLOBAL_ANY_DEFAULT = 2 << 17  # 262,144
+from ctsim.defaults import (
+    CT_KEY_SIZES,
+    CT_MAP_ENTRIES_GLOBAL_ANY_DEFAULT,
+    CT_MAP_ENTRIES_GLOBAL_TCP_DEFAULT,
+    CT_VALUE_SIZE,
+    LIMIT_TABLE_AUTO_GLOBAL_ANY_MIN,
+    LIMIT_TABLE_AUTO_GLOBAL_TCP_MIN,
+    LIMIT_TABLE_MAX,
+)
+
 NAT_MAP_ENTRIES_GLOBAL_DEFAULT = (CT_MAP_ENTRIES_GLOBAL_TCP_DEFAULT + CT_MAP_ENTRIES_GLOBAL_ANY_DEFAULT) * 2 // 3
 SOCK_REV_NAT_MAP_ENTRIES_DEFAULT = CT_MAP_ENTRIES_GLOBAL_ANY_DEFAULT
-LIMIT_TABLE_AUTO_GLOBAL_TCP_MIN = 1 << 17
-LIMIT_TABLE_AUTO_GLOBAL_ANY_MIN = 1 << 16
-LIMIT_TABLE_MAX = 1 << 24  # 16,777,216
-DEFAULT_DYNAMIC_SIZE_RATIO = 0.0025
 
 # Element sizes (key + value), as initDaemonConfig passes them to SetMapElementSizes.
-CT_ELEMENT_BYTES_V4 = 14 + 56  # tuple.TupleKey4Global + CtEntry
-CT_ELEMENT_BYTES_V6 = 38 + 56  # tuple.TupleKey6Global + CtEntry
+CT_ELEMENT_BYTES_V4 = CT_KEY_SIZES["ipv4"] + CT_VALUE_SIZE  # tuple.TupleKey4Global + CtEntry
+CT_ELEMENT_BYTES_V6 = CT_KEY_SIZES["ipv6"] + CT_VALUE_SIZE  # tuple.TupleKey6Global + CtEntry
 NAT_ELEMENT_BYTES = 94  # SizeofNatKey6 + SizeofNatEntry6
 NEIGH_ELEMENT_BYTES = 24  # SizeofNeighKey6 + SizeOfNeighValue
 SOCK_REV_NAT_ELEMENT_BYTES = 32 + 20  # SizeofSockRevNat6Key + SizeofSockRevNat6Value

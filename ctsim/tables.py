@@ -9,7 +9,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from ctsim.result import COLLAPSE, DEGRADED, OK
+from ctsim.sim.result import COLLAPSE, DEGRADED, OK
 
 _VERDICT_STYLE = {OK: "bold green", DEGRADED: "bold yellow", COLLAPSE: "bold red"}
 

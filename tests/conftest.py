@@ -1,16 +1,11 @@
-"""Shared helpers: scenarios resolved exactly as the CLI resolves them."""
+"""Shared fixtures."""
 
 from __future__ import annotations
 
 import pytest
 
-from ctsim.model import simulate
-from ctsim.result import Result
-from ctsim.scenario import resolve
-
-
-def run(**flags: object) -> Result:
-    return simulate(resolve(**flags))  # type: ignore[arg-type]
+from ctsim.sim.result import Result
+from tests.support.scenarios import run
 
 
 @pytest.fixture(scope="session")

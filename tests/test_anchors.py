@@ -2,10 +2,10 @@
 
 import pytest
 
+from ctsim.defaults import LIMIT_TABLE_MAX
 from ctsim.projection import walk_seconds
-from ctsim.sizing import LIMIT_TABLE_MAX, TOTAL_MAP_MEMORY_DEFAULT, ct_map_sizes
-
-from .conftest import run
+from ctsim.sizing import TOTAL_MAP_MEMORY_DEFAULT, ct_map_sizes
+from tests.support.scenarios import run
 
 
 def test_walk_of_7m_entries() -> None:
@@ -116,8 +116,8 @@ def test_advice_is_checked_by_the_model() -> None:
 def test_the_lock_is_released_between_the_maps_of_a_family() -> None:
     # Two pods, 30 s TCP walks, 10 s non-TCP walks: pod 1's non-TCP walk waits
     # behind pod 2's TCP walk (FIFO), so pod 1 finishes its scrub at 30+30+10 s.
-    from ctsim.model import Model
     from ctsim.scenario import resolve
+    from ctsim.sim.model import Model
 
     model = Model(resolve(entries="6390000", expired_fraction="0", pods="2", horizon="5m", gc_next_pass="1h"))
     model.node.families[0].maps[1].established = 2_130_000  # 10 s of non-TCP entries

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 
-from .kernel import need_bpf
+from tests.support.needs import need_bpf
 
 INTERRUPTED = ["ctsim: interrupted (what it had created is removed)"]
 

@@ -8,8 +8,7 @@ import pytest
 
 from ctsim.report import render
 from ctsim.term import Terminal
-
-from .conftest import run
+from tests.support.scenarios import run
 
 
 class FakeTTY(io.StringIO):

@@ -16,8 +16,8 @@ import math
 from collections import deque
 from dataclasses import dataclass, field, replace
 
+from ctsim.defaults import DEFAULT_REGENERATION
 from ctsim.projection import FamilyWalk, burst_seconds, max_entries_for_burst, safe_burst
-from ctsim.scenario import DEFAULT_REGENERATION
 from ctwatch.readings import CT_MAPS, MapReading, SourceResult
 
 LEVELS = ("ok", "warning", "critical")

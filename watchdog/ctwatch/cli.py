@@ -6,15 +6,21 @@ the thresholds given. Bad input: one line on stderr, exit code 2.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import signal
 import sys
 import threading
+import typing
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
 from ctsim.errors import InputError, run_cli
+from ctwatch.collector import Config
+from ctwatch.sources import REGISTRY
 
 if TYPE_CHECKING:
     from prometheus_client.registry import CollectorRegistry
@@ -28,8 +34,8 @@ app = typer.Typer(
 )
 Str = Optional[str]  # noqa: UP045 - typer reads Optional at runtime
 DEFAULT_LISTEN = ":10962"  # outside 9100-9999, as Prometheus asks of new exporters
+DEFAULTS = Config()  # the collectors' settings when no flag is given
 MIN_INTERVAL = 1.0  # seconds between collections; faster only burns CPU
-SOURCES = ("nf_conntrack", "bpf", "cilium_metrics")
 
 
 # The thresholds ctwatch runs with, and the rules generated for them, take the same flags.
@@ -69,35 +75,53 @@ def _enabled(flag: bool | None, disable_defaults: bool) -> bool:
     return (not disable_defaults) if flag is None else flag
 
 
+def collector_toggles(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Adds ``--collector.<name>/--no-collector.<name>`` for every registered collector; ``command`` gets
+    ``collectors={name: True | False | None}`` (None: not given)."""
+    own = [p for p in inspect.signature(command).parameters.values() if p.name != "collectors"]
+    hints = typing.get_type_hints(command, include_extras=True)
+    toggles = {
+        f"collector_{name}": Annotated[
+            Optional[bool],  # noqa: UP045
+            typer.Option(f"--collector.{name}/--no-collector.{name}", help=c.help),
+        ]
+        for name, c in REGISTRY.items()
+    }
+
+    @functools.wraps(command)
+    def wrapper(**kwargs: Any) -> Any:
+        collectors = {name: kwargs.pop(f"collector_{name}") for name in REGISTRY}
+        return command(collectors=collectors, **kwargs)
+
+    added = [
+        inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=a) for n, a in toggles.items()
+    ]
+    wrapper.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [*(p.replace(kind=inspect.Parameter.KEYWORD_ONLY, annotation=hints[p.name]) for p in own), *added]
+    )
+    wrapper.__annotations__ = {**{p.name: hints[p.name] for p in own}, **toggles}
+    return wrapper
+
+
 @app.callback()
+@collector_toggles
 def main_command(
     ctx: typer.Context,
-    procfs: Annotated[str, typer.Option("--path.procfs", help="procfs mountpoint.")] = "/proc",
+    collectors: dict[str, bool | None],
+    procfs: Annotated[str, typer.Option("--path.procfs", help="procfs mountpoint.")] = DEFAULTS.procfs,
     bpffs: Annotated[
         str, typer.Option("--path.bpffs", help="bpffs mountpoint (Cilium pins under tc/globals/).")
-    ] = "/sys/fs/bpf",
+    ] = DEFAULTS.bpffs,
     netns: Annotated[Str, typer.Option("--netns", help="Read nf_conntrack of this named netns over netlink.")] = None,
     metrics_url: Annotated[
         str, typer.Option("--cilium.metrics-url", help="The Cilium agent's metrics (http or https).")
-    ] = "http://127.0.0.1:9962/metrics",
+    ] = DEFAULTS.metrics_url,
     metrics_timeout: Annotated[
         str, typer.Option("--cilium.metrics-timeout", help="Give up on the agent after this.")
-    ] = "2s",
+    ] = f"{DEFAULTS.metrics_timeout_s:g}s",
     sample_budget: Annotated[
         str, typer.Option("--bpf.sample-budget", help="CPU time spent timing the walk rate per cycle (0s: never).")
-    ] = "20ms",
-    nf: Annotated[
-        Optional[bool],  # noqa: UP045
-        typer.Option("--collector.nf_conntrack/--no-collector.nf_conntrack", help="Kernel nf_conntrack."),
-    ] = None,
-    bpf: Annotated[
-        Optional[bool],  # noqa: UP045
-        typer.Option("--collector.bpf/--no-collector.bpf", help="Cilium's pinned CT maps."),
-    ] = None,
-    cilium: Annotated[
-        Optional[bool],  # noqa: UP045
-        typer.Option("--collector.cilium_metrics/--no-collector.cilium_metrics", help="Cilium's metrics."),
-    ] = None,
+    ] = f"{DEFAULTS.bpf_sample_budget_s * 1000:g}ms",
     disable_defaults: Annotated[
         bool, typer.Option("--collector.disable-defaults", help="Only the collectors enabled explicitly.")
     ] = False,
@@ -138,7 +162,7 @@ def main_command(
     from ctwatch.assess import Assessor, Thresholds
     from ctwatch.exposition import SnapshotCollector, new_registry
     from ctwatch.sources.cilium_metrics import check_url
-    from ctwatch.watcher import Config, Watcher
+    from ctwatch.watcher import Watcher
 
     try:
         logs.configure(log_level, log_format)
@@ -157,8 +181,8 @@ def main_command(
         fallback, fallback_source = load(calibration).per_entry_entries_per_s, "calibrated"
     else:
         fallback, fallback_source = PUBLISHED_ENTRIES_PER_S, "published"
-    nf_on, bpf_on, cilium_on = (_enabled(f, disable_defaults) for f in (nf, bpf, cilium))
-    if cilium_on and (problem := check_url(metrics_url)):
+    on = {name: _enabled(flag, disable_defaults) for name, flag in collectors.items()}
+    if on["cilium_metrics"] and (problem := check_url(metrics_url)):
         raise InputError(f"--cilium.metrics-url: {problem}")
     if not procfs.strip():
         raise InputError("--path.procfs: empty path")
@@ -169,9 +193,7 @@ def main_command(
         metrics_url=metrics_url,
         metrics_timeout_s=parse_duration(metrics_timeout, "--cilium.metrics-timeout", minimum=0.01, maximum=60.0),
         bpf_sample_budget_s=parse_duration(sample_budget, "--bpf.sample-budget", allow_zero=True, maximum=1.0),
-        enable_nf_conntrack=nf_on,
-        enable_bpf=bpf_on,
-        enable_cilium_metrics=cilium_on,
+        **{f"enable_{name}": enabled for name, enabled in on.items()},
     )
     period = parse_duration(interval, "--interval", minimum=MIN_INTERVAL, maximum=86400.0)
     host, port = parse_listen(listen)
@@ -182,8 +204,7 @@ def main_command(
     web = webconfig.load(web_config) if web_config is not None else None
     pinned = rate is not None or calibration is not None
     watcher = Watcher(config, Assessor(thresholds, fallback, fallback_source, pinned=pinned))
-    enabled = tuple(n for n, on in zip(SOURCES, (nf_on, bpf_on, cilium_on), strict=True) if on)
-    collector = SnapshotCollector(thresholds, enabled)
+    collector = SnapshotCollector(thresholds, tuple(config.enabled()))
     serving = Serving(listen, host, port, period, max_requests, web, textfile, once)
     _run(watcher, collector, new_registry(collector, process=True), serving)
 

@@ -16,9 +16,10 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from ctwatch import __version__
 from ctwatch.assess import Thresholds
+from ctwatch.sources import REGISTRY
 from ctwatch.watcher import Snapshot
 
-SOURCES = ("nf_conntrack", "bpf", "cilium_metrics")
+SOURCES = tuple(REGISTRY)  # every registered collector, in page order
 
 
 class SnapshotCollector(Collector):

@@ -4,11 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-# Cilium's global CT maps, by family (pinned under <bpffs>/tc/globals/).
-CT_MAPS: dict[str, tuple[str, ...]] = {
-    "ipv4": ("cilium_ct4_global", "cilium_ct_any4_global"),
-    "ipv6": ("cilium_ct6_global", "cilium_ct_any6_global"),
-}
+from ctsim.defaults import CT_MAPS
+
 FAMILY_OF_MAP = {name: family for family, names in CT_MAPS.items() for name in names}
 
 

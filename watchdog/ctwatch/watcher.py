@@ -7,28 +7,16 @@ changes are logged as one structured line.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from ctwatch.assess import LEVELS, Assessor, FamilyAssessment
+from ctwatch.collector import Config, Cycle, collection_order
 from ctwatch.logs import log_event
 from ctwatch.readings import FAMILY_OF_MAP, SourceResult
-from ctwatch.sources import bpf as bpf_source
-from ctwatch.sources import cilium_metrics, nf_conntrack
-
-
-@dataclass
-class Config:
-    procfs: str = "/proc"
-    bpffs: str = "/sys/fs/bpf"
-    netns: str | None = None
-    metrics_url: str = "http://127.0.0.1:9962/metrics"
-    metrics_timeout_s: float = 2.0
-    bpf_sample_budget_s: float = 0.02  # 0: never sample the walk rate (use the fallback)
-    enable_nf_conntrack: bool = True
-    enable_bpf: bool = True
-    enable_cilium_metrics: bool = True
 
 
 @dataclass
@@ -49,15 +37,12 @@ class Watcher:
     clock: Callable[[], float] = time.monotonic  # growth history
     cpu_timer: Callable[[], float] = time.process_time  # cost per cycle
     wall_clock: Callable[[], float] = time.time  # last-success timestamps
-    _bpf: bpf_source.BPFSource = field(init=False)
+    _state: dict[str, Any] = field(default_factory=dict)  # each collector's own, across cycles
     _last_success: dict[str, float] = field(default_factory=dict)
     _cpu_total: float = 0.0
     _cycles: int = 0
     _down: dict[str, str] = field(default_factory=dict)
     _levels: dict[str, int] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        self._bpf = bpf_source.BPFSource(self.config.bpffs, sample_budget_s=self.config.bpf_sample_budget_s)
 
     def _run(self, name: str, fn: Callable[[SourceResult], None]) -> SourceResult:
         start = self.timer()
@@ -83,34 +68,16 @@ class Watcher:
 
     def collect(self) -> Snapshot:
         cpu_start = self.cpu_timer()
-        cfg, results = self.config, {}
-        if cfg.enable_nf_conntrack:
-
-            def nf(r: SourceResult) -> None:
-                r.readings = nf_conntrack.collect(cfg.procfs, cfg.netns)
-
-            results["nf_conntrack"] = self._run(nf_conntrack.NAME, nf)
-        known: frozenset[str] = frozenset()
-        if cfg.enable_cilium_metrics:
-
-            def metrics(r: SourceResult) -> None:
-                r.pressure, r.extra = cilium_metrics.collect(cfg.metrics_url, cfg.metrics_timeout_s)
-
-            results["cilium_metrics"] = self._run(cilium_metrics.NAME, metrics)
-            # The cheapest source that answers wins: no O(n) count where Cilium has one.
-            known = frozenset(results["cilium_metrics"].pressure)
-        if cfg.enable_bpf:
-
-            def bpf(r: SourceResult) -> None:
-                r.readings, r.walk_rates = self._bpf.collect(self.clock(), skip_count=known)
-
-            results["bpf"] = self._run(bpf_source.NAME, bpf)
+        results: dict[str, SourceResult] = {}
+        cycle = Cycle(self.config, self.clock, results, self._state)
+        for c in collection_order(self.config.enabled()):
+            results[c.name] = self._run(c.name, functools.partial(c.collect, cycle))
         families = self.assessor.assess(self.clock(), results)
         self._log_levels(families)
-        cycle = self.cpu_timer() - cpu_start
-        self._cpu_total += cycle
+        spent = self.cpu_timer() - cpu_start
+        self._cpu_total += spent
         self._cycles += 1
-        return Snapshot(results, families, cycle, self._cpu_total, self._cycles, dict(self._last_success))
+        return Snapshot(results, families, spent, self._cpu_total, self._cycles, dict(self._last_success))
 
     def _log_levels(self, families: list[FamilyAssessment]) -> None:
         for f in families:

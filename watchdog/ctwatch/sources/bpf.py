@@ -15,12 +15,12 @@ import os
 import time
 from dataclasses import dataclass, field
 
-from ctsim.bpf import BPFMap
-from ctwatch.readings import CT_MAPS, MapReading
+from ctsim.defaults import CT_KEY_SIZES, CT_VALUE_SIZE
+from ctsim.kernel.bpf import BPFMap
+from ctwatch.collector import Collector, Cycle, register_collector
+from ctwatch.readings import CT_MAPS, MapReading, SourceResult
 
 NAME = "bpf"
-CT_VALUE_SIZE = 56
-KEY_SIZES = {"ipv4": 14, "ipv6": 38}
 
 
 class UnexpectedMap(Exception):
@@ -66,10 +66,10 @@ class BPFSource:
                     continue
                 found = True
                 with BPFMap.open_pinned(path, read_only=True) as m:
-                    if m.key_size != KEY_SIZES[family] or m.value_size != CT_VALUE_SIZE:
+                    if m.key_size != CT_KEY_SIZES[family] or m.value_size != CT_VALUE_SIZE:
                         raise UnexpectedMap(
                             f"{path}: key {m.key_size} B / value {m.value_size} B, "
-                            f"not a Cilium CT map ({KEY_SIZES[family]} B / {CT_VALUE_SIZE} B)"
+                            f"not a Cilium CT map ({CT_KEY_SIZES[family]} B / {CT_VALUE_SIZE} B)"
                         )
                     entries = None if name in skip_count else self._count(name, m, now)
                     readings.append(MapReading(NAME, family, name, entries, m.max_entries))
@@ -107,3 +107,17 @@ class BPFSource:
                 break
         cpu = time.thread_time() - cpu_start
         return walked / cpu if walked >= 256 and cpu > 0 else None
+
+
+def _collect(cycle: Cycle, result: SourceResult) -> None:
+    """Counts only the maps Cilium's pressure metric did not size this cycle: no O(n) count where it has one."""
+    cfg = cycle.config
+    source = cycle.state.get(NAME)
+    if source is None:
+        source = cycle.state[NAME] = BPFSource(cfg.bpffs, sample_budget_s=cfg.bpf_sample_budget_s)
+    metrics = cycle.results.get("cilium_metrics")
+    known = frozenset(metrics.pressure) if metrics is not None else frozenset()
+    result.readings, result.walk_rates = source.collect(cycle.clock(), skip_count=known)
+
+
+register_collector(Collector(NAME, "Cilium's pinned CT maps.", _collect, reads=("cilium_metrics",)))

@@ -7,10 +7,15 @@ entry count for free. The GC interval metric exists from 1.18 on (v1.18.0-pre.1)
 
 from __future__ import annotations
 
+import functools
 import urllib.parse
-import urllib.request
+from typing import TYPE_CHECKING
 
-from prometheus_client.parser import text_string_to_metric_families
+from ctwatch.collector import Collector, Cycle, register_collector
+from ctwatch.readings import SourceResult
+
+if TYPE_CHECKING:
+    import urllib.request
 
 NAME = "cilium_metrics"
 # map_name label value -> pinned map name
@@ -29,30 +34,29 @@ class BadMetrics(Exception):
 SCHEMES = ("http", "https")
 
 
-class _HTTPOnlyRedirects(urllib.request.HTTPRedirectHandler):
-    """Follows redirects only to http(s): the agent's page never points at a file."""
-
-    def redirect_request(self, req, fp, code, msg, headers, newurl):  # type: ignore[no-untyped-def]
-        if urllib.parse.urlsplit(newurl).scheme not in SCHEMES:
-            raise BadMetrics(f"refusing a redirect to {urllib.parse.urlsplit(newurl).scheme}:")
-        return super().redirect_request(req, fp, code, msg, headers, newurl)
-
-
+@functools.cache
 def _opener() -> urllib.request.OpenerDirector:
-    """Only HTTP and HTTPS: no file://, ftp:// or data: handlers at all."""
+    """Only HTTP and HTTPS: no file://, ftp:// or data: handlers at all (built on first use: start-up stays light)."""
+    import urllib.request
+
+    class HTTPOnlyRedirects(urllib.request.HTTPRedirectHandler):
+        """Follows redirects only to http(s): the agent's page never points at a file."""
+
+        def redirect_request(self, req, fp, code, msg, headers, newurl):  # type: ignore[no-untyped-def]
+            if urllib.parse.urlsplit(newurl).scheme not in SCHEMES:
+                raise BadMetrics(f"refusing a redirect to {urllib.parse.urlsplit(newurl).scheme}:")
+            return super().redirect_request(req, fp, code, msg, headers, newurl)
+
     opener = urllib.request.OpenerDirector()
     for handler in (
         urllib.request.HTTPHandler(),
         urllib.request.HTTPSHandler(),
-        _HTTPOnlyRedirects(),
+        HTTPOnlyRedirects(),
         urllib.request.HTTPDefaultErrorHandler(),
         urllib.request.HTTPErrorProcessor(),
     ):
         opener.add_handler(handler)
     return opener
-
-
-_OPENER = _opener()
 
 
 def check_url(url: str) -> str | None:
@@ -69,13 +73,15 @@ def fetch(url: str, timeout_s: float) -> str:
     problem = check_url(url)
     if problem:
         raise BadMetrics(problem)
-    with _OPENER.open(url, timeout=timeout_s) as response:
+    with _opener().open(url, timeout=timeout_s) as response:
         body = response.read(16 << 20)
     return body.decode("utf-8", errors="strict")
 
 
 def parse(page: str) -> tuple[dict[str, float], dict[str, float]]:
     """(pressure by pinned map name, extra gauges such as the GC interval)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
     pressure: dict[str, float] = {}
     extra: dict[str, float] = {}
     try:
@@ -103,3 +109,10 @@ def parse(page: str) -> tuple[dict[str, float], dict[str, float]]:
 
 def collect(url: str, timeout_s: float) -> tuple[dict[str, float], dict[str, float]]:
     return parse(fetch(url, timeout_s))
+
+
+def _collect(cycle: Cycle, result: SourceResult) -> None:
+    result.pressure, result.extra = collect(cycle.config.metrics_url, cycle.config.metrics_timeout_s)
+
+
+register_collector(Collector(NAME, "Cilium's metrics.", _collect))

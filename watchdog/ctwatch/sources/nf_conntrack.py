@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ctwatch.readings import MapReading
+from ctwatch.collector import Collector, Cycle, register_collector
+from ctwatch.readings import MapReading, SourceResult
 
 NAME = "nf_conntrack"
 
@@ -20,7 +21,7 @@ def _read_int(path: Path) -> int:
 
 def collect(procfs: str, netns: str | None = None) -> list[MapReading]:
     if netns:
-        from ctsim.netns_conntrack import stats
+        from ctsim.kernel.netns_conntrack import stats
 
         entries, max_entries = stats(netns)
     else:
@@ -28,3 +29,10 @@ def collect(procfs: str, netns: str | None = None) -> list[MapReading]:
         entries = _read_int(base / "nf_conntrack_count")
         max_entries = _read_int(base / "nf_conntrack_max")
     return [MapReading(NAME, "all", "nf_conntrack", entries, max_entries)]
+
+
+def _collect(cycle: Cycle, result: SourceResult) -> None:
+    result.readings = collect(cycle.config.procfs, cycle.config.netns)
+
+
+register_collector(Collector(NAME, "Kernel nf_conntrack.", _collect))

@@ -1,0 +1,227 @@
+"""``ctsim plan``: capacity answers from node facts, every number simulated.
+
+From memory, map ratio, cores, release and churn: the CT map sizes and their
+memory; how big the table gets under the adaptive GC and under a fixed
+interval, and how long the drift to 12 h takes; the walk, the largest safe
+burst and the first conditions that collapse the node; then the mitigations,
+each run through the model before it is recommended.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ctsim.defaults import CONNTRACK_GC_MAX_LRU_INTERVAL
+from ctsim.projection import FamilyWalk, max_entries_for_burst, safe_burst
+from ctsim.quantity import parse_count, parse_duration
+from ctsim.scenario import MAX_HORIZON, Scenario, resolve
+from ctsim.sim.model import Model, simulate
+from ctsim.sim.result import COLLAPSE, DEGRADED, OK, Result
+from ctsim.sizing import CTMapSizes
+
+DRIFT_HORIZON = "4d"
+TRACE_EVERY = 300.0
+MAX_BURST_SEARCHED = 400
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What the user knows about the node, as typed (validated by ``resolve``)."""
+
+    node_memory: str = "64Gi"
+    map_ratio: str = "0.0025"
+    max_entries: str | None = None
+    cores: str = "16"
+    profile: str = "cilium-1.16"
+    churn: str = "30/s"
+    conn_duration: str | None = None
+    burst: str = "50"
+    deadline: str | None = None
+    rate: str | None = None
+    calibration: str | None = None
+    drift_horizon: str = DRIFT_HORIZON
+    seed: int = 1
+
+    def flags(self, **override: Any) -> dict[str, Any]:
+        flags: dict[str, Any] = {
+            "preset": "analytics",
+            "node_memory": self.node_memory,
+            "map_ratio": self.map_ratio,
+            "max_entries": self.max_entries,
+            "cores": self.cores,
+            "profile": self.profile,
+            "churn": self.churn,
+            "conn_duration": self.conn_duration,
+            "pods": self.burst,
+            "deadline": self.deadline,
+            "rate": self.rate,
+            "calibration": self.calibration,
+            "seed": self.seed,
+        }
+        flags.update(override)
+        return flags
+
+
+@dataclass(frozen=True)
+class SteadyState:
+    gc: str
+    peak_entries: int
+    peak_expired: int
+    drift_to_cap_s: float | None
+    final_interval_s: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "gc": self.gc,
+            "peak_entries": self.peak_entries,
+            "peak_expired": self.peak_expired,
+            "drift_to_cap_s": self.drift_to_cap_s,
+            "final_interval_s": self.final_interval_s,
+        }
+
+
+def steady_state(facts: Facts, gc_interval: str, **override: Any) -> SteadyState:
+    """A fresh agent on an empty table under the churn, for ``drift_horizon``: how big it gets."""
+    flags = facts.flags(
+        entries="0",
+        pods="1",
+        gc_interval=gc_interval,
+        gc_initial_interval=None if gc_interval != "auto" else "5m",
+        horizon=facts.drift_horizon,
+        **override,
+    )
+    model = Model(resolve(**flags), trace_every=TRACE_EVERY)
+    result = model.run()
+    _, present, expired = max(model.trace, key=lambda sample: sample[1])
+    capped = next((p.start for p in result.gc.passes if p.interval_after >= CONNTRACK_GC_MAX_LRU_INTERVAL), None)
+    return SteadyState(
+        gc=gc_interval,
+        peak_entries=present,
+        peak_expired=expired,
+        drift_to_cap_s=capped,
+        final_interval_s=result.gc.intervals[-1] if result.gc.intervals else None,
+    )
+
+
+def burst_at(facts: Facts, state: SteadyState, burst: int | None = None, **override: Any) -> Result:
+    """The burst arriving when the table is at its peak."""
+    expired = state.peak_expired / state.peak_entries if state.peak_entries else 0.0
+    flags = facts.flags(entries=str(state.peak_entries), expired_fraction=f"{expired:.6f}", **override)
+    if burst is not None:
+        flags["pods"] = str(burst)
+    if state.gc != "auto":
+        flags["gc_interval"] = state.gc
+    return simulate(resolve(**flags))
+
+
+def outcome(r: Result) -> dict[str, Any]:
+    return {
+        "verdict": r.verdict,
+        "walk_seconds": r.walk_seconds,
+        "table_entries": r.entries_at_start,
+        "pods_ready": r.pods_ready,
+        "ready_first_attempt": r.ready_first_attempt,
+        "all_ready_s": r.recovered_at,
+        "add_timeouts": r.counters.add_timeouts,
+        "add_429": r.counters.add_429,
+    }
+
+
+def smallest_collapsing_burst(facts: Facts, state: SteadyState, start: int) -> int | None:
+    """The first burst that leaves pods not Ready at the horizon, searched upwards from ``start``.
+
+    Doubles from the projection's safe burst (collapses start just above it
+    on large tables), then bisects; each size is simulated once.
+    """
+    seen: dict[int, bool] = {}
+
+    def collapses(n: int) -> bool:
+        if n not in seen:
+            seen[n] = burst_at(facts, state, n, horizon="1h").verdict == COLLAPSE
+        return seen[n]
+
+    lo, hi = 0, max(1, min(start, MAX_BURST_SEARCHED))
+    while not collapses(hi):
+        if hi >= MAX_BURST_SEARCHED:
+            return None
+        lo, hi = hi, min(2 * hi, MAX_BURST_SEARCHED)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if collapses(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+MAX_PLAN_BURST = 1_000
+
+
+def check(facts: Facts) -> None:
+    """The flags only ``ctsim plan`` has, named as the user typed them."""
+    parse_count(facts.burst, "--burst", minimum=1, maximum=MAX_PLAN_BURST)
+    parse_duration(facts.drift_horizon, "--drift-horizon", minimum=3600.0, maximum=MAX_HORIZON)
+
+
+def plan(facts: Facts) -> dict[str, Any]:
+    check(facts)
+    base: Scenario = resolve(**facts.flags(entries="0", horizon="1h"))
+    burst = base.pods
+    overhead = base.regeneration_seconds
+    adaptive = steady_state(facts, "auto")
+    fixed = steady_state(facts, "60s")
+    peak = [FamilyWalk("ipv4", (adaptive.peak_entries,), base.walk_rate)]
+    walk = peak[0].seconds
+    at_peak = burst_at(facts, adaptive)
+    fits = safe_burst(peak, base.deadline, overhead)
+
+    recommendations = []
+    fixed_burst = burst_at(facts, fixed)
+    recommendations.append(
+        {
+            "action": "set conntrack-gc-interval to 60s",
+            "flag": "--gc-interval 60s",
+            "peak_entries": fixed.peak_entries,
+            "outcome": outcome(fixed_burst),
+        }
+    )
+    cap = max_entries_for_burst(peak, burst, base.deadline, overhead)
+    if cap < base.max_entries:
+        capped = steady_state(facts, "auto", max_entries=str(cap))
+        capped_burst = burst_at(facts, capped, max_entries=str(cap))
+        recommendations.append(
+            {
+                "action": f"cap the TCP CT map at {cap:,} entries (bpf-ct-global-tcp-max)",
+                "flag": f"--max-entries {cap}",
+                "peak_entries": capped.peak_entries,
+                "outcome": outcome(capped_burst),
+            }
+        )
+    if base.profile in ("cilium-1.16", "cilium-1.17"):
+        batched = burst_at(facts, adaptive, profile="cilium-1.18")
+        recommendations.append(
+            {
+                "action": "upgrade to a batched-walk release (Cilium >= 1.18)",
+                "flag": "--profile cilium-1.18",
+                "peak_entries": adaptive.peak_entries,
+                "outcome": outcome(batched),
+            }
+        )
+    for rec in recommendations:
+        rec["helps"] = rec["outcome"]["verdict"] in (OK, DEGRADED)
+
+    collapse_burst = smallest_collapsing_burst(facts, adaptive, (fits or 0) + 1)
+    return {
+        "inputs": {**base.to_dict(), "drift_horizon": facts.drift_horizon},
+        "max_entries": base.max_entries,
+        "any_max_entries": base.any_max_entries,
+        "map_memory_bytes": CTMapSizes(base.max_entries, base.any_max_entries).memory_bytes(),
+        "steady_state": {"adaptive": adaptive.to_dict(), "fixed_60s": fixed.to_dict()},
+        "walk_seconds": walk,
+        "safe_burst": fits,
+        "burst": burst,
+        "burst_at_peak": outcome(at_peak),
+        "collapse": {"smallest_burst": collapse_burst},
+        "recommendations": recommendations,
+    }

@@ -1,0 +1,238 @@
+"""``ctsim emulate``: the scenario on the real kernel, scaled down, beside the model.
+
+Real LRU hash maps hold the table; a real FIFO lock serialises walks; a GC
+thread runs Cilium's adaptive interval and deletes entries whose lifetime has
+passed; one thread per pod runs kubelet's loop, cilium-cni's client with its
+deadline, and the agent's handlers (API limiter, scrub walks of the real maps,
+regeneration sleep, cleanup scrubs, DEL). Every duration is divided by the
+time scale; the table is shrunk so that a walk takes the same share of the
+deadline as in the full-size scenario. The simulator then runs the very same
+scaled scenario, and the two are compared pod by pod.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ctsim.churn import ChurnSchedule
+from ctsim.errors import InputError
+from ctsim.kernel.bpf import BPFMap
+from ctsim.kernel.emulated_node import PACE, EmulatedNode, EmuPod, fill_table
+from ctsim.kernel.threads import Clock
+from ctsim.scenario import Scenario
+from ctsim.sim.model import simulate
+from ctsim.sim.pod import new_pod
+from ctsim.sim.result import Result, percentile
+
+
+@dataclass
+class Scaling:
+    time_scale: float
+    entries_factor: float
+    full_walk_seconds: float
+    walk_share_of_deadline: float
+
+    def describe(self) -> str:
+        return (
+            f"time / {self.time_scale:g} (deadline, intervals, backoffs, limiter); entries x {self.entries_factor:.4g} "
+            f"so a walk is {self.walk_share_of_deadline:.0%} of the deadline, as at full size "
+            f"({self.full_walk_seconds:.1f} s of {self.full_walk_seconds / self.walk_share_of_deadline:.0f} s)"
+        )
+
+
+def scale(s: Scenario, time_scale: float, real_rate: float, delete_seconds: float) -> tuple[Scenario, Scaling]:
+    """The scenario on a clock ``time_scale`` times faster, with walks at ``real_rate``."""
+    full_walk = s.entries / s.walk_rate
+    factor = real_rate / (s.walk_rate * time_scale)
+    entries = round(s.entries * factor)
+    scaled_s = replace(
+        s,
+        entries=entries,
+        max_entries=max(entries, round(s.max_entries * factor), 16),
+        any_max_entries=max(round(s.any_max_entries * factor), 16),
+        walk_rate=real_rate,
+        rate_source=f"{s.rate_source} (emulation: {real_rate:,.0f} entries/s on this kernel)",
+        delete_seconds=delete_seconds,
+        churn=ChurnSchedule(((0.0, float("inf")),)),
+        time_scale=time_scale,
+        # Far enough apart that thread wake-up jitter cannot reorder arrivals.
+        pod_start_spread=max(s.pod_start_spread, s.pods * 0.04 * time_scale),
+    )
+    return scaled_s, Scaling(time_scale, factor, full_walk, full_walk / s.deadline)
+
+
+def table_rate(maps: list[BPFMap], trials: int = 3) -> float:
+    """Entries per CPU second of the scrub walk over these very maps: cost per entry depends on map size.
+
+    The fastest of ``trials``: on a shared machine CPU time per entry still
+    grows with contention (a busy hyperthread sibling, cold caches), never
+    shrinks, so the fastest walk is this kernel's rate.
+    """
+    samples = []
+    for _ in range(trials):
+        start = time.thread_time()
+        walked = sum(sum(1 for _ in m.walk()) for m in maps)
+        samples.append(walked / max(time.thread_time() - start, 1e-9))
+    return max(samples)
+
+
+def emulate(s: Scenario, maps: list[BPFMap]) -> dict[str, Any]:
+    """Runs the scaled scenario ``s`` (see ``scale``) on ``maps``; returns per-pod outcomes."""
+    clock = Clock()
+    node = EmulatedNode(s, maps, clock)
+    try:
+        horizon = s.horizon / s.time_scale
+        node.spawn(node.gc_loop)
+        pods = []
+        for i in range(s.pods):
+            model_pod = new_pod(i, s.pods, s.seed, s.pod_start_spread / s.time_scale)
+            pod = EmuPod(index=i, created_at=model_pod.created_at)
+            pods.append(pod)
+            node.spawn(node.pod_worker, pod, model_pod.rng, horizon)
+        clock.sleep_until(horizon)
+    finally:
+        node.stop.set()
+        for t in list(node.threads):
+            t.join(timeout=30)
+        node.close()
+    return {
+        "pods": pods,
+        "counts": node.counts,
+        "gc_intervals": node.gc_intervals,
+        "lock_max_queue": node.ct_lock.max_queue,
+        "overruns": node.overruns,
+        "max_overrun": node.max_overrun,
+    }
+
+
+def outcome(ready_at: float | None, attempts: int) -> str:
+    """A pod's outcome: Ready at its first attempt, Ready after retries, or not Ready.
+
+    Which retry succeeds is left out on purpose: after a timeout, the retry
+    schedule compounds sub-millisecond differences (thread wake-ups) into
+    different attempt counts without changing what the pod went through.
+    """
+    if ready_at is None:
+        return "not ready"
+    return "ready, first attempt" if attempts == 1 else "ready after retries"
+
+
+def compare(s: Scenario, scaling: Scaling, emulated: dict[str, Any], simulated: Result) -> dict[str, Any]:
+    rows = []
+    for emu, sim in zip(emulated["pods"], simulated.pods, strict=True):
+        e_lat = None if emu.ready_at is None else emu.ready_at - emu.created_at
+        s_lat = sim.ready_latency
+        rows.append(
+            {
+                "pod": emu.index,
+                "emulated": outcome(emu.ready_at, emu.attempts),
+                "simulated": outcome(sim.ready_at, sim.attempts),
+                "emulated_attempts": emu.attempts,
+                "simulated_attempts": sim.attempts,
+                "emulated_latency_s": e_lat,
+                "simulated_latency_s": s_lat,
+            }
+        )
+    mismatched = sum(r["emulated"] != r["simulated"] for r in rows)
+    e_lats = [r["emulated_latency_s"] for r in rows if r["emulated_latency_s"] is not None]
+    s_lats = [r["simulated_latency_s"] for r in rows if r["simulated_latency_s"] is not None]
+
+    def err(q: float | None) -> float | None:
+        if not e_lats or not s_lats:
+            return None
+        e = max(e_lats) if q is None else percentile(e_lats, q)
+        m = max(s_lats) if q is None else percentile(s_lats, q)
+        return abs(e - m) / m if m else None  # type: ignore[operator]
+
+    return {
+        "scaling": {
+            "time_scale": scaling.time_scale,
+            "entries_factor": scaling.entries_factor,
+            "walk_share_of_deadline": scaling.walk_share_of_deadline,
+            "description": scaling.describe(),
+        },
+        "scaled_inputs": s.to_dict(),
+        "mismatched_pods": mismatched,
+        "latency_error": {"p50": err(0.5), "p90": err(0.9), "max": err(None)},
+        "emulated": {
+            "ready": len(e_lats),
+            "add_timeouts": emulated["counts"]["add_timeouts"],
+            "add_429": emulated["counts"]["add_429"],
+            "orphaned_walks": emulated["counts"]["orphaned_walks"],
+            "gc_intervals_s": emulated["gc_intervals"],
+            "lock_max_queue": emulated["lock_max_queue"],
+            "walks_overran": len(emulated["overruns"]),
+            "max_overrun_s": emulated["max_overrun"],
+        },
+        "simulated": {
+            "ready": len(s_lats),
+            "verdict": simulated.verdict,
+            "add_timeouts": simulated.counters.add_timeouts,
+            "add_429": simulated.counters.add_429,
+            "orphaned_walks": simulated.counters.orphaned_walks,
+            "gc_intervals_s": simulated.gc.intervals,
+            "lock_max_queue": simulated.lock_max_queue,
+        },
+        "pods": rows,
+    }
+
+
+MAX_EMULATED_PODS = 200  # one thread per pod, plus handlers: beyond this the threads, not the kernel, dominate
+MAX_EMULATED_SECONDS = 3600.0  # wall-clock seconds of emulation
+
+
+def check(s: Scenario, time_scale: float) -> None:
+    """What ``ctsim emulate`` can run, named by flag, before any map is made."""
+    if s.ipv6_entries is not None:
+        raise InputError("--ipv6-entries: ctsim emulate runs the IPv4 family only")
+    if s.pods > MAX_EMULATED_PODS:
+        raise InputError(f"--pods: ctsim emulate runs at most {MAX_EMULATED_PODS} pods (one thread each)")
+    if s.entries < 1:
+        raise InputError("--entries: ctsim emulate needs at least 1 entry to walk")
+    if not math.isfinite(time_scale) or not 1 <= time_scale <= 1000:
+        raise InputError(f"--time-scale: must be between 1 and 1000, got {time_scale!r}")
+    if s.horizon / time_scale > MAX_EMULATED_SECONDS:
+        raise InputError(
+            f"--horizon: {s.horizon / time_scale:,.0f} s of wall-clock emulation at --time-scale {time_scale:g}; "
+            f"at most {MAX_EMULATED_SECONDS:,.0f} s (raise --time-scale or shorten --horizon)"
+        )
+
+
+def run(s: Scenario, time_scale: float, real_rate: float, delete_seconds: float) -> dict[str, Any]:
+    """Scales ``s`` with ``PACE`` x ``real_rate``, fills the table, then runs both sides.
+
+    Both sides walk at that paced rate, so a walk takes exactly the share of
+    the deadline it takes at full size; the emulation's walker does the real
+    walk and sleeps out the rest. The rate measured (in CPU time) on the
+    emulated table just before the run is reported with the headroom it
+    leaves; a walk that outlasts its paced time anyway is counted.
+    """
+    check(s, time_scale)
+    scaled_s, scaling = scale(s, time_scale, real_rate * PACE, delete_seconds / PACE)
+    maps = fill_table(scaled_s)
+    try:
+        measured = table_rate(maps)
+        paced = scaled_s.walk_rate
+        scaled_s = replace(
+            scaled_s,
+            rate_source=(
+                f"{paced:,.0f} entries/s: {PACE:g} x {real_rate:,.0f}/s; this table walks at {measured:,.0f}/s "
+                f"in CPU time ({scaled_s.entries:,} entries), {measured / paced:.1f}x the paced rate"
+            ),
+        )
+        simulated = simulate(scaled_s)
+        emulated = emulate(scaled_s, maps)
+    finally:
+        for m in maps:
+            m.close()
+    report = compare(scaled_s, scaling, emulated, simulated)
+    report["table_rate"] = {
+        "estimated_entries_per_s": real_rate,
+        "measured_cpu_entries_per_s": measured,
+        "paced_entries_per_s": paced,
+        "headroom": measured / paced,
+    }
+    return report

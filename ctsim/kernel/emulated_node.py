@@ -1,0 +1,345 @@
+"""The emulated node: real LRU hash maps for the table, threads for the agent's actors, a process that walks.
+
+A real FIFO lock serialises walks; a GC thread runs Cilium's adaptive
+interval and deletes entries whose lifetime has passed; one thread per pod
+runs kubelet's loop, cilium-cni's client with its deadline, and the agent's
+handlers (API limiter, scrub walks of the real maps, regeneration sleep,
+cleanup scrubs, DEL). Durations are the scenario's divided by its time scale.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import signal
+import struct
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from typing import Any
+
+from ctsim.defaults import CT_KEY_SIZES, CT_VALUE_SIZE, ENDPOINT_CREATE, ENDPOINT_DELETE, TEARDOWN_TIMEOUT
+from ctsim.kernel.bpf import BPF_MAP_TYPE_LRU_HASH, BPFMap
+from ctsim.kernel.calibrate import FILL_CHUNK, ct_key
+from ctsim.kernel.threads import Clock, ThreadFIFOLock, ThreadLimiter
+from ctsim.rate import Cancelled, TooManyRequests, scaled
+from ctsim.scenario import Scenario
+from ctsim.sim.gc import GCPolicy
+from ctsim.sim.pod import backoff
+
+LIFETIME_EXPIRED = 0
+LIFETIME_LIVE = 0xFFFFFFFF
+_LIFETIME = struct.Struct("<I")  # our CT value keeps the entry's lifetime in its first 4 bytes
+
+# The emulated kernel walks at this share of the rate this CPU was measured at
+# (in CPU time). A walk then has ~1/PACE = 4x its CPU time to finish in wall
+# time: the walking process keeps its timeline with four busy processes beside
+# it on a 2-core machine (it gets ~2/5 of a core, so 2.5x, plus wake-up
+# latency), and the report counts the walks that did not. The cost is a
+# smaller emulated table for the same walk time.
+PACE = 0.25
+# A walk may end this share of the deadline after its paced time before it
+# counts as an overrun: waking the walking process and the pipe round trip take
+# a few ms even when idle, tens of ms under load. Outcomes differ only when a
+# walk moves across a deadline; the tests keep walks 15 % of it from the edge.
+OVERRUN_TOLERANCE = 0.02
+
+
+class Stopped(Exception):
+    """The emulation reached its horizon while a walk was running."""
+
+
+@dataclass
+class EmuEndpoint:
+    lock: ThreadFIFOLock = field(default_factory=ThreadFIFOLock)
+    deleted: bool = False
+
+
+@dataclass
+class EmuSandbox:
+    endpoint: EmuEndpoint | None = None
+
+
+@dataclass
+class EmuPod:
+    index: int
+    created_at: float
+    attempts: int = 0
+    ready_at: float | None = None
+    failures: list[tuple[float, str]] = field(default_factory=list)
+
+
+def _walker(conn: Connection, maps: list[BPFMap], rate: float, delete_seconds: float) -> None:
+    """The walking process: one full walk of one map per request, as Cilium's loop, paced.
+
+    A scrub only walks (a new pod's IP matches nothing): the tight loop that
+    ``ctsim calibrate`` times. A GC pass also reads each lifetime and deletes
+    the expired entries. Each walk takes what the model says it takes
+    (entries / ``rate`` + deletes × ``delete_seconds``): the real walk runs,
+    then the rest of that time is slept. ``rate`` is set below what this CPU
+    walks (``PACE``), so a busy machine slows the real walk without moving the
+    emulation's timeline; a walk that still overruns is reported.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's: it closes the pipe
+    while True:
+        try:
+            request = conn.recv()
+        except EOFError:
+            return
+        if request is None:
+            return
+        collect_garbage, index = request
+        start = time.perf_counter()
+        m = maps[index]
+        walked, deleted = 0, 0
+        if not collect_garbage:
+            walked = sum(1 for _ in m.walk())
+        else:
+            expired = []
+            for key in m.walk():
+                if _LIFETIME.unpack_from(m.last_value)[0] == LIFETIME_EXPIRED:
+                    expired.append(key)
+                walked += 1
+            deleted = sum(m.delete(key) for key in expired)
+        left = walked / rate + deleted * delete_seconds - (time.perf_counter() - start)
+        if left > 0:
+            time.sleep(left)
+        conn.send((walked, deleted, deleted / m.max_entries, max(0.0, -left)))
+
+
+class EmulatedNode:
+    """The agent's state on real kernel objects, and its actors as threads."""
+
+    def __init__(self, s: Scenario, maps: list[BPFMap], clock: Clock) -> None:
+        self.s, self.maps, self.clock = s, maps, clock
+        k = s.time_scale
+        self.deadline = s.deadline / k
+        self.teardown = TEARDOWN_TIMEOUT / k
+        self.regeneration = s.regeneration_seconds / k
+        self.horizon = s.horizon / k
+        self.ct_lock = ThreadFIFOLock()
+        self.create = ThreadLimiter(clock, "endpoint-create", scaled(ENDPOINT_CREATE, k))
+        self.delete = ThreadLimiter(clock, "endpoint-delete", scaled(ENDPOINT_DELETE, k))
+        if s.agent_state == "warm":
+            self.create.core.spend_skip_initial()
+            self.delete.core.spend_skip_initial()
+        self.build_permits = threading.Semaphore(s.cores)
+        self.stop = threading.Event()
+        self.threads: list[threading.Thread] = []
+        self.gc_intervals: list[float] = []
+        self.counts = {"add_timeouts": 0, "add_429": 0, "walks": 0, "orphaned_walks": 0}
+        self.overruns: list[float] = []  # seconds by which a real walk outlasted its paced time (beyond tolerance)
+        self.max_overrun = 0.0
+        self._count_lock = threading.Lock()
+        # Walks run in a process of their own, forked before any thread starts:
+        # the agent walks on its own core, not under this process's GIL.
+        ctx = multiprocessing.get_context("fork")
+        self._walker, child = ctx.Pipe()
+        self._walker_mutex = threading.Lock()
+        self._walker_process = ctx.Process(
+            target=_walker, args=(child, maps, s.walk_rate, s.delete_seconds), daemon=True
+        )
+        self._walker_process.start()
+        child.close()
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError, BrokenPipeError):
+            self._walker.send(None)
+        self._walker_process.join(timeout=30)
+        if self._walker_process.is_alive():
+            self._walker_process.kill()
+        self._walker.close()
+
+    def _count(self, key: str) -> None:
+        """Counts what happened within the horizon, as the model does (it stops there)."""
+        if self.clock.now() > self.horizon:
+            return
+        with self._count_lock:
+            self.counts[key] += 1
+
+    def spawn(self, fn: Callable[..., None], *args: object) -> threading.Thread:
+        t = threading.Thread(target=self._guard, args=(fn, *args), daemon=True)
+        self.threads.append(t)
+        t.start()
+        return t
+
+    def _guard(self, fn: Callable[..., None], *args: object) -> None:
+        with contextlib.suppress(Stopped):
+            fn(*args)
+
+    # The shared walk: GC passes and scrubs, map by map under the family lock.
+    def walk(self, collect_garbage: bool, caller_deadline: float | None) -> tuple[int, int, float]:
+        """Walks every map; orphaned, as in the model, when walk time on a non-empty map ran past the caller."""
+        walked = deleted = 0
+        ratio = 0.0
+        orphaned = False
+        for index in range(len(self.maps)):
+            self.ct_lock.acquire()  # released between the maps, as doGC4 does
+            try:
+                if self.stop.is_set():
+                    raise Stopped()
+                with self._walker_mutex:  # the lock already serialises; this guards the pipe
+                    self._walker.send((collect_garbage, index))
+                    w, d, r, overrun = self._walker.recv()
+            finally:
+                self.ct_lock.release()
+            self.max_overrun = max(self.max_overrun, overrun)
+            if overrun > OVERRUN_TOLERANCE * self.deadline:
+                self.overruns.append(overrun)
+            if caller_deadline is not None and w > 0 and self.clock.now() > caller_deadline:
+                orphaned = True
+            walked, deleted, ratio = walked + w, deleted + d, max(ratio, r)
+        self._count("walks")
+        if orphaned:
+            self._count("orphaned_walks")
+        return walked, deleted, ratio
+
+    def gc_loop(self) -> None:
+        s, k = self.s, self.s.time_scale
+        policy = GCPolicy(
+            fixed_interval=s.gc_interval, max_interval=s.gc_max_interval, cached_interval=s.gc_initial_interval
+        )
+        next_pass = s.gc_first_pass / k
+        previous: float | None = None
+        while not self.stop.wait(max(0.0, next_pass - self.clock.now())):
+            start = self.clock.now()
+            _, _, ratio = self.walk(collect_garbage=True, caller_deadline=None)
+            actual = (start - previous) * k if previous is not None else 0.0
+            interval = policy.get_interval(actual, ratio)
+            if self.clock.now() <= self.horizon:
+                self.gc_intervals.append(interval)
+            previous = start
+            next_pass = self.clock.now() + interval / k
+
+    # The agent's handlers.
+    def delete_endpoint(self, ep: EmuEndpoint, caller_deadline: float) -> bool:
+        ep.lock.acquire()
+        try:
+            if ep.deleted:
+                return False
+            ep.deleted = True
+            self.walk(collect_garbage=False, caller_deadline=caller_deadline)
+            return True
+        finally:
+            ep.lock.release()
+
+    def put_endpoint(self, sandbox: EmuSandbox, deadline: float, done: threading.Event, out: list[str]) -> None:
+        try:
+            req = self.create.wait(deadline)
+        except TooManyRequests:
+            out.append("429")
+            done.set()
+            return
+        except Cancelled:
+            return
+        ep = EmuEndpoint()
+        sandbox.endpoint = ep
+        ep.lock.acquire()  # taken for the scrub goroutine, which releases it
+        scrubbed, regenerated = threading.Event(), threading.Event()
+        regen_ok: list[bool] = []
+
+        def scrub() -> None:
+            try:
+                self.walk(collect_garbage=False, caller_deadline=deadline)
+            finally:
+                ep.lock.release()
+                scrubbed.set()
+
+        def regenerate() -> None:
+            with self.build_permits:
+                scrubbed.wait()
+                if ep.deleted or self.clock.now() >= deadline:
+                    regen_ok.append(False)
+                else:
+                    time.sleep(self.regeneration)
+                    regen_ok.append(True)
+            regenerated.set()
+
+        self.spawn(scrub)
+        self.spawn(regenerate)
+        regenerated.wait(max(0.0, deadline - self.clock.now()))
+        if regenerated.is_set() and regen_ok and regen_ok[0] and self.clock.now() < deadline:
+            self.create.finish(req, success=True)
+            out.append("ok")
+            done.set()
+            return
+        scrubbed.wait()
+        self.delete_endpoint(ep, deadline)
+        self.create.finish(req, success=False)
+
+    def delete_handler(self, sandbox: EmuSandbox, deadline: float, done: threading.Event) -> None:
+        try:
+            req = self.delete.wait(deadline)
+        except (Cancelled, TooManyRequests):
+            return
+        ep = sandbox.endpoint
+        found = ep is not None and not ep.deleted and self.delete_endpoint(ep, deadline)
+        self.delete.finish(req, success=found)  # a 404 is r.Error(): no re-tuning
+        done.set()
+
+    # The clients: cilium-cni under containerd, and kubelet.
+    def cni_add(self, sandbox: EmuSandbox) -> str:
+        deadline = self.clock.now() + self.deadline
+        done, out = threading.Event(), []
+        self.spawn(self.put_endpoint, sandbox, deadline, done, out)
+        done.wait(max(0.0, deadline - self.clock.now()))
+        if done.is_set() and out == ["ok"]:
+            return "ok"
+        if done.is_set() and out == ["429"]:
+            self._count("add_429")
+            return "429"
+        self._count("add_timeouts")
+        return "timeout"
+
+    def cni_del(self, sandbox: EmuSandbox) -> bool:
+        deadline = self.clock.now() + self.teardown
+        done = threading.Event()
+        self.spawn(self.delete_handler, sandbox, deadline, done)
+        return done.wait(max(0.0, deadline - self.clock.now()))
+
+    def pod_worker(self, pod: EmuPod, rng: Any, horizon: float) -> None:
+        clock = self.clock
+        clock.sleep_until(pod.created_at)
+        stale: EmuSandbox | None = None
+        while clock.now() < horizon and not self.stop.is_set():
+            if stale is not None and self.cni_del(stale):
+                stale = None
+            if stale is None:
+                pod.attempts += 1
+                sandbox = EmuSandbox()
+                outcome = self.cni_add(sandbox)
+                if outcome == "ok":
+                    if clock.now() <= horizon:
+                        pod.ready_at = clock.now()
+                    return
+                pod.failures.append((clock.now(), outcome))
+                if not self.cni_del(sandbox):
+                    stale = sandbox
+            if self.stop.wait(backoff(rng) / self.s.time_scale):
+                return
+
+
+def fill_table(s: Scenario) -> list[BPFMap]:
+    """Real maps holding the scenario's table: expired and live entries by lifetime."""
+    key_size = CT_KEY_SIZES["ipv4"]
+    tcp = BPFMap.create(BPF_MAP_TYPE_LRU_HASH, key_size, CT_VALUE_SIZE, s.max_entries, name="ctsim_emu_tcp")
+    maps = [tcp]
+    try:
+        maps.append(
+            BPFMap.create(BPF_MAP_TYPE_LRU_HASH, key_size, CT_VALUE_SIZE, s.any_max_entries, name="ctsim_emu_any")
+        )
+        expired = round(s.entries * s.expired_fraction)
+        dead = _LIFETIME.pack(LIFETIME_EXPIRED) + bytes(CT_VALUE_SIZE - 4)
+        live = _LIFETIME.pack(LIFETIME_LIVE) + bytes(CT_VALUE_SIZE - 4)
+        for base in range(0, s.entries, FILL_CHUNK):
+            n = min(FILL_CHUNK, s.entries - base)
+            keys = b"".join(ct_key(i, key_size) for i in range(base, base + n))
+            values = b"".join(dead if i < expired else live for i in range(base, base + n))
+            tcp.update_batch(keys, values, n)
+    except BaseException:
+        for m in maps:
+            m.close()
+        raise
+    return maps

@@ -1,0 +1,160 @@
+"""The agent's primitives on threads and the wall clock, for ``ctsim emulate``.
+
+Each mirrors its SimPy twin in ``ctsim.sim``: ``ThreadFIFOLock`` the
+per-family lock (``ctsim.sim.lock.FIFOLock``), ``ThreadSemaphore``
+``x/sync/semaphore``, ``ThreadLimiter`` the API limiter around the same
+clock-free ``ctsim.rate.LimiterCore``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from typing import Any
+
+from ctsim.rate import (
+    WAIT_SEMAPHORE_RESOLUTION,
+    APILimiterParameters,
+    Cancelled,
+    LimitedRequest,
+    LimiterCore,
+    TooManyRequests,
+)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t0 = time.monotonic()
+
+    def now(self) -> float:
+        return time.monotonic() - self.t0
+
+    def sleep_until(self, t: float) -> None:
+        delay = t - self.now()
+        if delay > 0:
+            time.sleep(delay)
+
+
+class ThreadFIFOLock:
+    """A ticket lock: waiters are served in arrival order, like Go's mutex in starvation mode.
+
+    Not owner-bound: one thread may take it for another to release.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._next = 0
+        self._serving = 0
+        self.max_queue = 0
+
+    def acquire(self) -> None:
+        with self._cond:
+            ticket = self._next
+            self._next += 1
+            self.max_queue = max(self.max_queue, self._next - self._serving - 1)
+            while self._serving != ticket:
+                self._cond.wait()
+
+    def release(self) -> None:
+        with self._cond:
+            self._serving += 1
+            self._cond.notify_all()
+
+
+class ThreadSemaphore:
+    """``x/sync/semaphore.Weighted`` on threads: FIFO, with a give-up time."""
+
+    def __init__(self, clock: Clock, size: int) -> None:
+        self._clock = clock
+        self._cond = threading.Condition()
+        self._size, self._cur = size, 0
+        self._waiters: deque[list[Any]] = deque()
+
+    def acquire(self, n: int, give_up_at: float) -> bool:
+        with self._cond:
+            if self._size - self._cur >= n and not self._waiters:
+                self._cur += n
+                return True
+            me: list[Any] = [n, False]
+            self._waiters.append(me)
+            while not me[1]:
+                remaining = give_up_at - self._clock.now()
+                if remaining <= 0:
+                    self._waiters.remove(me)
+                    self._notify()
+                    return False
+                self._cond.wait(remaining)
+            return True
+
+    def release(self, n: int) -> None:
+        with self._cond:
+            self._cur -= n
+            self._notify()
+
+    def _notify(self) -> None:
+        while self._waiters and self._size - self._cur >= self._waiters[0][0]:
+            waiter = self._waiters.popleft()
+            self._cur += waiter[0]
+            waiter[1] = True
+        self._cond.notify_all()
+
+
+class ThreadLimiter:
+    """``APILimiter`` on the wall clock: the model's LimiterCore behind a mutex, in ``wait()``'s order."""
+
+    def __init__(self, clock: Clock, name: str, params: APILimiterParameters) -> None:
+        self.clock = clock
+        self.core = LimiterCore(name, params)
+        self._mutex = threading.Lock()
+        self._sem = ThreadSemaphore(clock, WAIT_SEMAPHORE_RESOLUTION)
+
+    def wait(self, deadline: float) -> LimitedRequest:
+        """Admits, or raises TooManyRequests or Cancelled; ``deadline`` is the caller's."""
+        clock, core = self.clock, self.core
+        with self._mutex:
+            req = core.schedule(clock.now())
+            if req.skip:
+                return core.admitted(clock.now(), req)
+            mean, weight = core.mean_processing, core.slot_weight
+        if weight:
+            give_up = deadline
+            if core.params.max_wait > 0:
+                give_up = min(deadline, req.scheduled_at + core.params.max_wait)
+            if not self._sem.acquire(weight, give_up):
+                self.finish(req, success=False)
+                if clock.now() >= deadline:
+                    raise Cancelled()
+                with self._mutex:
+                    core.rejected += 1
+                raise TooManyRequests()
+            req.weight = weight
+        with self._mutex:
+            now = clock.now()
+            delay = core.reserve(now)
+            if core.too_late(delay, now - req.scheduled_at):
+                core.cancel(now, now + delay)
+                core.rejected += 1
+                core.paced += mean > 0
+                refused = True
+            else:
+                refused = False
+        if refused:
+            time.sleep(mean)  # holding the slot, as the agent's handler does
+            self.finish(req, success=False)
+            raise TooManyRequests(paced=mean > 0)
+        if delay > 0:
+            clock.sleep_until(min(now + delay, deadline))
+            if clock.now() >= deadline:
+                with self._mutex:
+                    core.cancel(clock.now(), now + delay)
+                self.finish(req, success=False)
+                raise Cancelled()
+        with self._mutex:
+            return core.admitted(clock.now(), req)
+
+    def finish(self, req: LimitedRequest, success: bool) -> None:
+        with self._mutex:
+            freed = self.core.finished(self.clock.now(), req, success)
+        if freed and req.weight:
+            self._sem.release(req.weight)

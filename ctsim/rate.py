@@ -1,0 +1,249 @@
+"""The API limiter's arithmetic with no clock (Cilium's ``pkg/rate``, v1.16.5): parameters, tokens, AutoAdjust.
+
+``LimiterCore`` is what ``wait()`` and ``requestFinished`` compute; the
+simulator drives it on SimPy time (``ctsim.sim.limiter``), ``ctsim emulate``
+on the wall clock (``ctsim.kernel.threads``). Both call it in ``wait()``'s
+order. ``wait()`` admits a request in this order: the first ``skip_initial`` requests
+the agent ever schedules pass untouched; then the request waits for one of
+``parallel_requests`` slots (``x/sync/semaphore``, FIFO) for at most
+``max_wait`` (timeout: HTTP 429, no token used); then it reserves a token
+(``x/time/rate``). If the token's delay plus the time already spent waiting
+exceeds ``max_wait``, the reservation is cancelled and the handler sleeps the
+mean processing duration *holding its slot* before answering 429 (it paces
+callers that retry at once). Every error path calls ``requestFinished`` with
+the error: the slot is freed and nothing is re-tuned. Only a request the
+handler ends with ``Done()`` feeds AutoAdjust, which rescales rate, burst and
+parallelism from the mean of the last ``mean_over`` processing times.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+WAIT_SEMAPHORE_RESOLUTION = 10_000_000
+
+
+class APILimiterParameters(NamedTuple):
+    estimated_processing: float = 0.0
+    auto_adjust: bool = False
+    mean_over: int = 10
+    parallel_requests: int = 0
+    max_parallel_requests: int = 0
+    min_parallel_requests: int = 1
+    rate_limit: float = 0.0
+    rate_burst: int = 1
+    max_wait: float = 0.0
+    skip_initial: int = 0
+    delayed_adjustment_factor: float = 0.5
+    max_adjustment_factor: float = 100.0
+
+
+# Why wait() did not admit a request; it admits with the LimitedRequest itself.
+REFUSED = "429"  # no parallel slot within max_wait
+REFUSED_PACED = "429 paced"  # the token came too late; refused after sleeping the mean processing time
+CANCELLED = "cancelled"  # the caller's context ended while the request waited
+
+
+class TooManyRequests(Exception):
+    """HTTP 429 on the wall clock (``ctsim emulate``): REFUSED, or REFUSED_PACED when ``paced``."""
+
+    def __init__(self, paced: bool = False) -> None:
+        super().__init__(REFUSED_PACED if paced else REFUSED)
+        self.paced = paced
+
+
+class Cancelled(Exception):
+    """CANCELLED on the wall clock (``ctsim emulate``)."""
+
+
+@dataclass(slots=True)
+class TokenBucket:
+    """``golang.org/x/time/rate.Limiter`` reservations: tokens may go negative."""
+
+    limit: float
+    burst: int
+    tokens: float = 0.0
+    last: float = 0.0
+    last_event: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.tokens = float(self.burst)
+
+    def _advance(self, now: float) -> float:
+        last = min(self.last, now)
+        tokens = self.tokens + (now - last) * self.limit
+        return min(tokens, float(self.burst))
+
+    def reserve(self, now: float) -> float:
+        """Takes one token; returns the delay until it may be used."""
+        tokens = self._advance(now) - 1.0
+        delay = -tokens / self.limit if tokens < 0 else 0.0
+        self.last, self.tokens = now, tokens
+        self.last_event = now + delay
+        return delay
+
+    def cancel(self, now: float, time_to_act: float) -> None:
+        """``Reservation.CancelAt``: gives back the token unless later ones depend on it."""
+        if time_to_act < now:
+            return
+        restore = 1.0 - (self.last_event - time_to_act) * self.limit
+        if restore <= 0:
+            return
+        tokens = min(self._advance(now) + restore, float(self.burst))
+        self.last, self.tokens = now, tokens
+        if time_to_act == self.last_event:
+            previous = time_to_act - 1.0 / self.limit
+            if previous >= now:
+                self.last_event = previous
+
+    def set_limit(self, now: float, limit: float) -> None:
+        self.tokens, self.last, self.limit = self._advance(now), now, limit
+
+    def set_burst(self, now: float, burst: int) -> None:
+        self.tokens, self.last, self.burst = self._advance(now), now, burst
+
+
+@dataclass(slots=True)
+class LimitedRequest:
+    """``limitedRequest``: when it was scheduled, its slot, and when processing started."""
+
+    scheduled_at: float
+    skip: bool = False
+    weight: int = 0
+    start: float | None = None  # None until admitted (``startTime.IsZero()``)
+    finished: bool = False
+
+
+def scaled(params: APILimiterParameters, time_scale: float) -> APILimiterParameters:
+    """The same limiter on a clock ``time_scale`` times faster (for ``ctsim emulate``)."""
+    if time_scale == 1.0:
+        return params
+    return params._replace(
+        estimated_processing=params.estimated_processing / time_scale,
+        rate_limit=params.rate_limit * time_scale,
+        max_wait=params.max_wait / time_scale,
+    )
+
+
+@dataclass
+class LimiterCore:
+    """The clock-free part of ``APILimiter``: counters, the token bucket and AutoAdjust.
+
+    The simulator drives it on SimPy time, ``ctsim emulate`` on the wall clock;
+    both call it in ``wait()``'s order (see the module docstring).
+    """
+
+    name: str
+    params: APILimiterParameters
+    requests_scheduled: int = 0
+    requests_processed: int = 0
+    in_flight: int = 0
+    rejected: int = 0  # 429s
+    paced: int = 0  # 429s that slept the mean processing duration first
+    parallel_requests: int = 0
+    slot_weight: int = field(default=0, init=False)  # one request's semaphore weight at this parallelism (0: none)
+    adjustment_factor: float = 1.0
+    mean_processing: float = 0.0  # meanProcessingDuration: successful requests only
+    bucket: TokenBucket | None = None
+    _durations: deque[float] = field(default_factory=deque)
+    _adjusted: bool = False
+
+    def __post_init__(self) -> None:
+        self._set_parallel(self.params.parallel_requests)
+        if self.params.rate_limit:
+            self.bucket = TokenBucket(self.params.rate_limit, self.params.rate_burst)
+
+    @property
+    def rate_limit(self) -> float:
+        return self.bucket.limit if self.bucket else 0.0
+
+    @property
+    def rate_burst(self) -> int:
+        return self.bucket.burst if self.bucket else 0
+
+    def spend_skip_initial(self) -> None:
+        """A long-running agent: its first ``skip_initial`` requests were served long ago."""
+        self.requests_scheduled = max(self.requests_scheduled, self.params.skip_initial)
+
+    def schedule(self, now: float) -> LimitedRequest:
+        """``wait()``'s first step: count the request; the first few skip the limiter."""
+        self.requests_scheduled += 1
+        skip = self.params.skip_initial > 0 and self.requests_scheduled <= self.params.skip_initial
+        return LimitedRequest(scheduled_at=now, skip=skip)
+
+    def _set_parallel(self, n: int) -> None:
+        """The parallelism, and so the weight of a slot in the semaphore (read on every arrival)."""
+        self.parallel_requests = n
+        self.slot_weight = WAIT_SEMAPHORE_RESOLUTION // n if n > 0 else 0
+
+    def reserve(self, now: float) -> float:
+        """The token's delay (0 without a bucket)."""
+        return self.bucket.reserve(now) if self.bucket is not None else 0.0
+
+    def too_late(self, delay: float, waited: float) -> bool:
+        """The token would come after ``max_wait`` counted from scheduling."""
+        return self.params.max_wait > 0 and delay + waited > self.params.max_wait
+
+    def cancel(self, now: float, time_to_act: float) -> None:
+        """``Reservation.Cancel``: the request will not be processed; give the token back."""
+        if self.bucket is not None:
+            self.bucket.cancel(now, time_to_act)
+
+    def admitted(self, now: float, req: LimitedRequest) -> LimitedRequest:
+        self.in_flight += 1
+        req.start = now
+        return req
+
+    def finished(self, now: float, req: LimitedRequest, success: bool) -> bool:
+        """``requestFinished``; returns False when ``req`` was already finished.
+
+        The caller frees ``req.weight`` of the semaphore when this returns True.
+        """
+        if req.finished:
+            return False
+        req.finished = True
+        if req.start is not None:
+            self.requests_processed += 1
+            self.in_flight -= 1
+        if not success:  # "Only auto-adjust ratelimiter using metrics from successful API requests"
+            return True
+        durations = self._durations
+        durations.append(now - (req.start if req.start is not None else now))
+        if len(durations) > self.params.mean_over:
+            durations.popleft()
+        self.mean_processing = sum(durations) / len(durations)
+        if self.params.auto_adjust and self.params.estimated_processing:
+            self._adjust(now, self.mean_processing)
+        return True
+
+    def _delayed(self, current: float, low: float, high: float) -> float:
+        """``delayedAdjustment``: moves only part of the way towards current * f."""
+        n = current + (current * self.adjustment_factor - current) * self.params.delayed_adjustment_factor
+        if low > 0 and n < low:
+            n = low
+        if high > 0 and n > high:
+            n = high
+        return n
+
+    def _bounded(self, new: float, initial: float) -> float:
+        """``adjustmentLimit``: never beyond initial / max factor .. initial * max factor."""
+        m = self.params.max_adjustment_factor
+        return max(initial / m, min(initial * m, new))
+
+    def _adjust(self, now: float, mean: float) -> None:
+        p = self.params
+        m = p.max_adjustment_factor
+        f = p.estimated_processing / mean if mean > 0 else m
+        f = min(max(f, 1.0 / m), m)
+        if f == self.adjustment_factor and self._adjusted:
+            return  # same factor, same values: nothing to recompute
+        self.adjustment_factor, self._adjusted = f, True
+        parallel = self._delayed(p.parallel_requests, p.min_parallel_requests, p.max_parallel_requests)
+        self._set_parallel(int(self._bounded(parallel, p.parallel_requests)))
+        if self.bucket is not None:
+            self.bucket.set_limit(now, self._bounded(p.rate_limit * f, p.rate_limit))
+            burst = self._bounded(self._delayed(p.rate_burst, p.min_parallel_requests, 0.0), p.rate_burst)
+            self.bucket.set_burst(now, math.floor(burst + 0.5))  # Go's math.Round: halves away from zero

@@ -1,0 +1,98 @@
+"""cilium-cni and containerd: the client side of pod network set-up and teardown.
+
+cilium-cni's API client gives up after 90 s (``ClientTimeout``), limiter wait
+included. When ADD fails, containerd's deferred teardown calls DEL with a fresh
+60 s timeout (``sandbox_run.go``); a DEL that times out leaves the sandbox for
+a later kubelet sync to tear down.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import NamedTuple
+
+import simpy
+
+from ctsim.defaults import TEARDOWN_TIMEOUT
+from ctsim.rate import CANCELLED, REFUSED, REFUSED_PACED
+from ctsim.sim.clock import Deadline
+from ctsim.sim.endpoint import NOT_FOUND, OK, Sandbox, create_endpoint, delete_endpoint_fast, delete_endpoint_handler
+from ctsim.sim.limiter import APILimiter, Call, Handler
+from ctsim.sim.node import Node
+
+TOO_MANY_REQUESTS = "429"
+TIMEOUT = "timeout"
+
+
+class Arrived(NamedTuple):
+    """When a call reached its limiter (time, arrival number), and what it was given then: slot weight, mean read."""
+
+    order: tuple[float, int]
+    weight: int
+    mean: float
+
+
+def add_call(node: Node, sandbox: Sandbox, deadline_s: float, arrived: Arrived | None = None) -> Call:
+    """PUT /endpoint through the limiter, from cilium-cni's client with its ``deadline_s`` timeout.
+
+    ``arrived``: the call reached the limiter then and waits for a slot still
+    (a parked pod's); else it arrives now.
+    """
+    at = node.env.now if arrived is None else arrived.order[0]
+    deadline = at + deadline_s
+    ctx = Deadline(node.env, deadline)  # the limiter arms it once it can matter
+    return _call(node.endpoint_create, ctx, lambda req: create_endpoint(node, sandbox, req, ctx, deadline), arrived)
+
+
+def del_call(node: Node, sandbox: Sandbox, arrived: Arrived | None = None) -> Call:
+    """DELETE /endpoint through the limiter, with containerd's teardown timeout; see ``add_call``."""
+    timeout_s = TEARDOWN_TIMEOUT / node.time_scale
+    at = node.env.now if arrived is None else arrived.order[0]
+    deadline = at + timeout_s
+    ctx = node.env.timeout(timeout_s) if arrived is None else Deadline(node.env, deadline)
+    # endpoint-delete has no max wait: only a gone client ends its wait.
+    return _call(node.endpoint_delete, ctx, lambda req: delete_endpoint_handler(node, sandbox, req, deadline), arrived)
+
+
+def _call(limiter: APILimiter, ctx: simpy.Event, handler: Handler, arrived: Arrived | None) -> Call:
+    if arrived is None:
+        return limiter.call(ctx, handler)
+    return Call.queued(limiter, ctx, handler, arrived.order, arrived.weight, arrived.mean)
+
+
+def cni_add(
+    node: Node, sandbox: Sandbox, deadline_s: float, call: Call | None = None
+) -> Generator[simpy.Event, object, str]:
+    """One CNI ADD; returns "ok", "429" or "timeout". ``call``: one already waiting in the limiter."""
+    c = node.counters
+    if call is None:
+        c.add_attempts += 1
+        call = add_call(node, sandbox, deadline_s)
+    answer = yield call
+    if isinstance(answer, simpy.Process) and answer.value == OK:
+        c.add_ok += 1
+        return OK
+    if answer in (REFUSED, REFUSED_PACED):
+        c.add_429 += 1
+        c.add_429_paced += answer == REFUSED_PACED
+        return TOO_MANY_REQUESTS
+    c.add_cancelled_in_limiter += answer == CANCELLED
+    c.add_timeouts += 1
+    return TIMEOUT
+
+
+def cni_del(node: Node, sandbox: Sandbox, call: Call | None = None) -> Generator[simpy.Event, object, bool]:
+    """One CNI DEL from containerd's teardown; False when it timed out. ``call``: see ``cni_add``."""
+    c = node.counters
+    if call is None:
+        c.del_calls += 1
+        if delete_endpoint_fast(node, sandbox):
+            c.del_404 += 1
+            return True
+        call = del_call(node, sandbox)
+    answer = yield call
+    if isinstance(answer, simpy.Process):
+        c.del_404 += answer.value == NOT_FOUND
+        return True
+    c.del_timeouts += 1
+    return False

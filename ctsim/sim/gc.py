@@ -1,0 +1,131 @@
+"""Cilium's periodic CT garbage collection and its adaptive interval.
+
+Sources: ``pkg/maps/ctmap/ctmap.go`` (``GetInterval``, ``calculateInterval``)
+and ``pkg/maps/ctmap/gc/gc.go`` (``enableGC``, ``runGC``) in v1.16.5. The
+delete ratio is deleted entries over the map's *capacity*, which is why a
+large, quiet map drifts to the 12 h cap while expired entries pile up. One GC
+goroutine walks every global map of every enabled family, IPv4 then IPv6,
+and adapts one interval from the largest ratio over all of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, field
+
+import simpy
+
+from ctsim.defaults import CONNTRACK_GC_MAX_LRU_INTERVAL, CONNTRACK_GC_MIN_INTERVAL, CONNTRACK_GC_STARTING_INTERVAL
+from ctsim.sim.clock import advance
+
+_NS = 1_000_000_000
+
+
+def _round_second(ns: int) -> int:
+    """Go's ``Duration.Round(time.Second)``: halves round away from zero."""
+    q, r = divmod(abs(ns), _NS)
+    if r * 2 >= _NS:
+        q += 1
+    return (q if ns >= 0 else -q) * _NS
+
+
+def calculate_interval(prev_interval_s: float, max_delete_ratio: float) -> float:
+    """``calculateInterval``: the next GC interval from the previous one and the ratio."""
+    interval = round(prev_interval_s * _NS)
+    if max_delete_ratio == 0.0:
+        return interval / _NS
+    if max_delete_ratio > 0.25:
+        ratio = min(max_delete_ratio, 0.9)
+        # Go: time.Duration(float64(interval) * (1.0 - ratio)) truncates, then rounds.
+        interval = _round_second(int(float(interval) * (1.0 - ratio)))
+        interval = max(interval, int(CONNTRACK_GC_MIN_INTERVAL * _NS))
+    elif max_delete_ratio < 0.05:
+        interval = _round_second(int(float(interval) * 1.5))
+        interval = min(interval, int(CONNTRACK_GC_MAX_LRU_INTERVAL * _NS))
+    return interval / _NS
+
+
+@dataclass
+class GCPolicy:
+    """``GetInterval`` with its ``cachedGCInterval``; the agent's GC flags.
+
+    ``fixed_interval`` is ``conntrack-gc-interval`` (fixed when > 0),
+    ``max_interval`` is ``conntrack-gc-max-interval`` (a cap when > 0).
+    ``cached_interval`` is 0 in a freshly started agent; ``calculateInterval``
+    writes it, uncapped, whenever the ratio it is given is non-zero.
+    """
+
+    fixed_interval: float = 0.0
+    max_interval: float = 0.0
+    cached_interval: float = 0.0
+
+    def get_interval(self, actual_prev: float, max_delete_ratio: float) -> float:
+        """``GetInterval``: the next interval from the pass that just ran.
+
+        ``actual_prev`` is the time since the previous pass started (0 for the
+        first pass). An early pass (signal-triggered) scales the ratio up by
+        expected/actual, but only once the cache holds an interval.
+        """
+        if self.fixed_interval > 0:
+            return self.fixed_interval
+        expected, ratio = self.cached_interval, max_delete_ratio
+        if expected == 0:
+            expected = CONNTRACK_GC_STARTING_INTERVAL
+        elif 0 < actual_prev < expected:
+            ratio *= expected / actual_prev
+        interval = calculate_interval(expected, ratio)
+        if ratio != 0.0:
+            self.cached_interval = interval
+        if self.max_interval > 0 and interval > self.max_interval:
+            interval = self.max_interval
+        return interval
+
+
+@dataclass(slots=True)
+class GCPass:
+    start: float
+    end: float
+    walked: int
+    deleted: int
+    max_delete_ratio: float
+    interval_after: float
+
+
+@dataclass
+class GCHistory:
+    passes: list[GCPass] = field(default_factory=list)
+
+    @property
+    def intervals(self) -> list[float]:
+        return [p.interval_after for p in self.passes]
+
+
+def run_gc(
+    env: simpy.Environment,
+    walk_pass: Callable[[], Generator[simpy.Event, object, tuple[int, int, float]]],
+    policy: GCPolicy,
+    first_pass_at: float,
+    history: GCHistory,
+    time_scale: float = 1.0,
+) -> Generator[simpy.Event, object, None]:
+    """The GC goroutine: pass, adapt the interval, sleep, repeat.
+
+    Intervals are on the node's clock; sleeps are divided by ``time_scale``.
+    The sleep starts when the pass ends; the actual interval handed to
+    ``GetInterval`` is from pass start to pass start (``gcStart.Sub(gcPrev)``).
+
+    ``walk_pass`` walks every global map of every family and returns
+    (entries walked, entries deleted, max delete ratio over all maps).
+    """
+    if first_pass_at > 0:
+        yield env.timeout(first_pass_at / time_scale)
+    previous_start: float | None = None
+    while True:
+        start = env.now
+        walked, deleted, ratio = yield from walk_pass()
+        actual = (start - previous_start) * time_scale if previous_start is not None else 0.0
+        interval = policy.get_interval(actual, ratio)
+        history.passes.append(GCPass(start, env.now, walked, deleted, ratio, interval))
+        previous_start = start
+        if not advance(env, interval / time_scale):  # a quiet stretch: passes back to back, no events
+            yield env.timeout(interval / time_scale)

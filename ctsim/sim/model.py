@@ -1,0 +1,190 @@
+"""Wires a scenario into a SimPy node, runs it, and reads off the result."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, field
+from functools import partial
+
+import simpy
+
+from ctsim.defaults import CT_MAPS
+from ctsim.projection import FamilyWalk, max_entries_for_burst, safe_burst
+from ctsim.scenario import Scenario
+from ctsim.sim.clock import advance, process_after, start_processes
+from ctsim.sim.connections import TICK_SECONDS, ConnectionChurn
+from ctsim.sim.ctmap import new_map
+from ctsim.sim.gc import GCHistory, GCPolicy, run_gc
+from ctsim.sim.kubelet import pod_worker
+from ctsim.sim.lock import GlobalDeleteLock
+from ctsim.sim.node import Family, Node
+from ctsim.sim.parking import Parking
+from ctsim.sim.pod import Pod, new_pod
+from ctsim.sim.result import Advice, FamilyResult, Result, verdict
+from ctsim.sim.walk import walk
+
+
+def _family(
+    env: simpy.Environment, name: str, entries: int, expired_fraction: float, tcp_max: int, any_max: int
+) -> Family:
+    """A family's two maps, its t=0 entries in the TCP map, and its lock."""
+    expired = round(entries * expired_fraction)
+    tcp_name, any_name = CT_MAPS[name]
+    tcp = new_map(tcp_name, tcp_max, established=entries - expired, expired=expired)
+    return Family(name, [tcp, new_map(any_name, any_max)], GlobalDeleteLock(env, name))
+
+
+@dataclass
+class Model:
+    scenario: Scenario
+    trace_every: float | None = None  # node seconds between (t, present, expired) samples
+    parking: bool = True  # play refused retries on demand (ctsim.sim.parking); False plays each as events
+    env: simpy.Environment = field(init=False)
+    node: Node = field(init=False)
+    pods: list[Pod] = field(init=False)
+    parked: Parking | None = field(init=False)  # None: parking is off, or cannot apply to this scenario
+    gc: GCHistory = field(init=False)
+
+    def __post_init__(self) -> None:
+        s = self.scenario
+        self.env = env = simpy.Environment()
+        k = s.time_scale
+        families = [_family(env, "ipv4", s.entries, s.expired_fraction, s.max_entries, s.any_max_entries)]
+        if s.ipv6_entries is not None:
+            families.append(
+                _family(env, "ipv6", s.ipv6_entries, s.expired_fraction, s.ipv6_max_entries, s.ipv6_any_max_entries)
+            )
+        family, tcp = families[0], families[0].maps[0]
+        self.node = Node(
+            env=env,
+            families=families,
+            walk_rate=s.walk_rate,
+            delete_seconds=s.delete_seconds,
+            regeneration_seconds=s.regeneration_seconds / k,
+            cores=s.cores,
+            time_scale=k,
+        )
+        if s.agent_state == "warm":
+            self.node.endpoint_create.core.spend_skip_initial()
+            self.node.endpoint_delete.core.spend_skip_initial()
+        self.entries_at_start = {f.name: tuple(m.present for m in f.maps) for f in families}
+        self.gc = GCHistory()
+        policy = GCPolicy(
+            fixed_interval=s.gc_interval, max_interval=s.gc_max_interval, cached_interval=s.gc_initial_interval
+        )
+        # One family: its walk is the pass (the same steps, one generator fewer on every pass).
+        walk_pass = partial(walk, self.node, family, collect_garbage=True) if len(families) == 1 else self._gc_pass
+        env.process(run_gc(env, walk_pass, policy, s.gc_first_pass, self.gc, k))
+        if s.churn.peak > 0:
+            if k != 1.0:
+                raise ValueError("churn is not modelled on a scaled clock")
+            tcp.feed = ConnectionChurn(tcp, s.churn, s.conn_seconds, until=s.horizon).catch_up
+        self.trace: list[tuple[float, int, int]] = []
+        if self.trace_every:
+            env.process(self._sample(family, self.trace_every / k))
+        self.pods = [new_pod(i, s.pods, s.seed, s.pod_start_spread / k) for i in range(s.pods)]
+        deadline = s.deadline / k
+        parks = self.parking and Parking.applies(self.node, deadline)
+        self.parked = Parking(self.node, deadline) if parks else None
+        start_processes(env, lambda: self._start_pods(deadline))
+
+    def _start_pods(self, deadline: float) -> None:
+        """Every pod's worker, waiting for its first ADD; one start event for all of them."""
+        node, env, parked = self.node, self.env, self.parked
+        for pod in self.pods:
+            process_after(env, pod.created_at, pod_worker(node, pod, deadline, parked))
+
+    def _gc_pass(self) -> Generator[simpy.Event, object, tuple[int, int, float]]:
+        """``runGC`` over ``GlobalMaps(ipv4, ipv6)``: every family, one ratio (the max over all maps)."""
+        walked = deleted = 0
+        ratio = 0.0
+        for family in self.node.families:
+            w, d, r = yield from walk(self.node, family, collect_garbage=True)
+            walked, deleted, ratio = walked + w, deleted + d, max(ratio, r)
+        return walked, deleted, ratio
+
+    def _sample(self, family: Family, every: float) -> Generator[simpy.Event, None, None]:
+        # A churn tick at the instant of a sample was scheduled a tick earlier; the sample's timer
+        # `every` earlier: the tick goes first when every <= TICK_SECONDS (at equal, it started first).
+        tick_first = every <= TICK_SECONDS
+        while True:
+            now = self.env.now
+            for m in family.maps:
+                m.catch_up(now, inclusive=tick_first)
+            self.trace.append((now, family.present, sum(m.expired(now) for m in family.maps)))
+            if not advance(self.env, every):  # its own timer wakes it alone
+                yield self.env.timeout(every)
+
+    def run(self, progress: Callable[[str, int, int], None] | None = None) -> Result:
+        """Runs to the horizon; ``progress("simulate", 1, 100)`` after each hundredth of it."""
+        horizon = self.scenario.horizon / self.scenario.time_scale
+        # Events and generators are freed by reference counting as they are processed; the cyclic
+        # collector would only rescan every live pod's frames, again and again (half the run at 3,000 pods).
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            if progress is None:
+                self.env.run(until=horizon)
+            else:
+                for step in range(1, 101):
+                    self.env.run(until=horizon * step / 100)
+                    progress("simulate", 1, 100)
+        finally:
+            if collecting:
+                gc.enable()
+        return self.result()
+
+    def result(self) -> Result:
+        s, node, now = self.scenario, self.node, self.env.now
+        if self.parked is not None:
+            self.parked.finish()  # a parked pod's steps before the horizon
+        for family in node.families:
+            for m in family.maps:
+                m.catch_up(now, inclusive=False)  # a run stops before the events at its horizon
+        overhead = s.regeneration_seconds / s.time_scale
+        deadline = s.deadline / s.time_scale
+        families = [
+            FamilyResult(
+                name=f.name,
+                max_entries=f.maps[0].max_entries,
+                any_max_entries=f.maps[1].max_entries,
+                entries_at_start=sum(self.entries_at_start[f.name]),
+                entries_at_end=f.present,
+                expired_at_end=sum(m.expired(now) for m in f.maps),
+                live_evicted=sum(m.live_evicted for m in f.maps),
+                lock_max_queue=f.lock.max_queue,
+                lock_max_holders=f.lock.max_holders,
+                lock_held_seconds=f.lock.held_seconds,
+            )
+            for f in node.families
+        ]
+        walks = [FamilyWalk(f.name, self.entries_at_start[f.name], s.walk_rate) for f in node.families]
+        return Result(
+            scenario=s,
+            verdict=verdict(self.pods),
+            families=families,
+            walks=walks,
+            pods=self.pods,
+            counters=node.counters,
+            gc=self.gc,
+            limiter_end={
+                "endpoint_create_rate_per_s": node.endpoint_create.core.rate_limit,
+                "endpoint_create_burst": node.endpoint_create.core.rate_burst,
+                "endpoint_create_parallel": node.endpoint_create.core.parallel_requests,
+                "endpoint_create_rejected": node.endpoint_create.core.rejected,
+                "endpoint_create_paced": node.endpoint_create.core.paced,
+                "endpoint_delete_parallel": node.endpoint_delete.core.parallel_requests,
+            },
+            advice=Advice(
+                burst=s.pods,
+                safe_burst=safe_burst(walks, deadline, overhead),
+                max_entries_for_burst=max_entries_for_burst(walks, s.pods, deadline, overhead),
+                walk_seconds_for_burst=(deadline - overhead) / s.pods,
+            ),
+            extra={"tcp_cohorts_at_end": node.families[0].maps[0].cohorts},
+        )
+
+
+def simulate(scenario: Scenario) -> Result:
+    return Model(scenario).run()

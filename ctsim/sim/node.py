@@ -1,0 +1,71 @@
+"""The simulated node: the agent's shared state that every actor touches.
+
+It holds what the Cilium agent holds (CT maps and their per-family lock, the
+API limiters, the build semaphore) and the counters the result is made of.
+Actors (GC, endpoint handlers, cilium-cni, containerd, kubelet) are generator
+processes in their own modules and take the node as their first argument.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import simpy
+
+from ctsim.defaults import ENDPOINT_CREATE, ENDPOINT_DELETE
+from ctsim.rate import scaled
+from ctsim.sim.ctmap import CTMap
+from ctsim.sim.limiter import APILimiter
+from ctsim.sim.lock import FIFOLock, GlobalDeleteLock
+
+
+@dataclass
+class Family:
+    """One address family: its global CT maps (TCP and non-TCP) and their lock."""
+
+    name: str
+    maps: list[CTMap]
+    lock: GlobalDeleteLock
+
+    @property
+    def present(self) -> int:
+        return sum(m.present for m in self.maps)
+
+
+@dataclass
+class Counters:
+    add_attempts: int = 0
+    add_ok: int = 0
+    add_timeouts: int = 0
+    add_429: int = 0
+    add_429_paced: int = 0
+    add_cancelled_in_limiter: int = 0
+    del_calls: int = 0
+    del_404: int = 0
+    del_timeouts: int = 0
+    create_scrubs: int = 0
+    delete_scrubs: int = 0
+    scrub_seconds: float = 0.0
+    gc_seconds: float = 0.0
+    orphaned_walks: int = 0
+    orphaned_walk_seconds: float = 0.0
+
+
+@dataclass
+class Node:
+    env: simpy.Environment
+    families: list[Family]
+    walk_rate: float
+    delete_seconds: float
+    regeneration_seconds: float
+    cores: int
+    time_scale: float = 1.0
+    counters: Counters = field(default_factory=Counters)
+    endpoint_create: APILimiter = field(init=False)
+    endpoint_delete: APILimiter = field(init=False)
+    build_permits: FIFOLock = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.endpoint_create = APILimiter(self.env, "endpoint-create", scaled(ENDPOINT_CREATE, self.time_scale))
+        self.endpoint_delete = APILimiter(self.env, "endpoint-delete", scaled(ENDPOINT_DELETE, self.time_scale))
+        self.build_permits = FIFOLock(self.env, capacity=self.cores)  # buildEndpointSem

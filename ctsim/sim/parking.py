@@ -1,0 +1,396 @@
+"""Parked pods: a retry storm's refusals played on demand instead of as events.
+
+In a collapse most pods do nothing but wait: ADD queues in endpoint-create's
+semaphore until ``max_wait`` refuses it (429), the teardown's DEL queues in
+endpoint-delete's until containerd's 60 s run out (or is answered 404 at once
+when a slot is free), back-off, again. While endpoint-create has no free slot
+every step of that loop is known from the pod's own random draws and the two
+semaphores' state, which changes only at real events (a slot taken or freed).
+So such a pod is *parked*: its steps are played, in time order, only when
+something is about to change that state, and with the state they saw. A
+parked pod is made a real process again (``Resume``) where it is: when a
+slot is granted to one of its queued calls; when endpoint-create has a free
+slot at its next step (a timer wakes it); or, all at once, when either
+limiter's slot weight changes.
+
+Nothing else differs: the same draws, the same counters, the same floats;
+``tests/sim/test_parking.py`` holds every run equal to playing each step as
+events (``Model(parking=False)``). Same-instant order is kept two ways.
+Every arrival in a limiter, real or played, is numbered (``ARRIVALS``), so
+waiters that came at one instant merge in the order they came. And a pod
+parks only where every step it will play falls on its own instants (see
+``park``): events sharing an instant are ordered by SimPy's event ids, which
+a played step has none of.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import deque
+from dataclasses import dataclass
+from heapq import heappop, heappush
+from typing import NamedTuple
+
+import simpy
+
+from ctsim.defaults import TEARDOWN_TIMEOUT
+from ctsim.sim.clock import fire_now, timeout_at
+from ctsim.sim.cni import Arrived, add_call, del_call
+from ctsim.sim.endpoint import Sandbox, has_endpoint
+from ctsim.sim.limiter import Call
+from ctsim.sim.node import Node
+from ctsim.sim.pod import ADD, DEL_AFTER_ADD, DEL_STALE, Pod, backoff, jitter
+from ctsim.sim.semaphore import ARRIVALS, Waiter
+
+WAIT = "wait"  # in back-off until ``t``, then ``step``
+CREATE, DELETE = "endpoint-create", "endpoint-delete"  # the lazy queues
+CROWD = 200  # pods parked or waiting for a create slot: more than 4 slots of ~2 s each serve within max_wait
+
+
+def _limiter(phase: str) -> str:
+    """The limiter a pod in ``phase`` (a step other than WAIT) is queued in."""
+    return CREATE if phase == ADD else DELETE
+
+
+class Resume(NamedTuple):
+    """Where a parked pod's process picks up, at the instant it does: its next step, or inside ``call``."""
+
+    step: str
+    stale: Sandbox | None
+    sandbox: Sandbox | None
+    call: Call | None = None
+
+
+@dataclass(slots=True, eq=False)
+class Parked:
+    """A parked pod's position: in back-off, or with a call queued in a limiter since ``arrived``.
+
+    ``t`` is when its next step that depends on the limiters comes: the end
+    of its back-off, or endpoint-create's refusal of its queued ADD. A DEL
+    queued in endpoint-delete is refused at ``end`` by containerd whatever
+    the limiters do, so that timeout and the back-off after it are folded
+    into ``t`` (the next DEL), and played (``_time_out``) when the pod is
+    next looked at.
+    """
+
+    pod: Pod
+    event: simpy.Event  # what its process waits on
+    stale: Sandbox | None
+    phase: str  # WAIT, ADD (queued in endpoint-create) or a DEL step (queued in endpoint-delete)
+    step: str  # the step after a WAIT
+    t: float
+    key: int = 0  # this position's entries in the heap and queues; older ones are dropped unread
+    sandbox: Sandbox | None = None
+    arrived: float = 0.0  # when its queued call reached the limiter
+    number: int = 0  # and its arrival number (``limiter.ARRIVALS``)
+    end: float = 0.0  # when its queued call gives up
+    weight: int = 0  # the slot weight it was given then
+    mean: float = 0.0  # the mean processing time it read then
+
+
+class Parking:
+    """All parked pods of a node, and both limiters' lazy queues."""
+
+    def __init__(self, node: Node, deadline_s: float) -> None:
+        self.node, self.env, self.deadline_s = node, node.env, deadline_s
+        self.create, self.delete = node.endpoint_create, node.endpoint_delete
+        self.teardown_s = TEARDOWN_TIMEOUT / node.time_scale
+        self.max_wait = self.create.core.params.max_wait
+        self.parked: dict[int, Parked] = {}  # by pod index
+        self._due: list[tuple[float, int, Parked]] = []  # (t, key, pod)
+        # Parked calls in each limiter's semaphore, in arrival order (steps are played in time order).
+        self._queued: dict[str, deque[tuple[float, int, Parked]]] = {CREATE: deque(), DELETE: deque()}
+        self._keys = itertools.count(1)
+        self._time_scale = node.time_scale
+        self._weights = (self.create.core.slot_weight, self.delete.core.slot_weight)
+        self.create.semaphore.lazy = _LazyQueue(self, CREATE)
+        self.delete.semaphore.lazy = _LazyQueue(self, DELETE)
+        self._wake_at: float | None = None
+        self.parks = self.unparks = self.wakes = self.crowd_parks = 0  # how parking went (tests, benchmarks)
+
+    @staticmethod
+    def applies(node: Node, deadline_s: float) -> bool:
+        """Refusals can be played ahead: ADD's are max_wait's 429s, DEL's end only when containerd gives up."""
+        create, delete = node.endpoint_create.core.params, node.endpoint_delete.core.params
+        return 0 < create.max_wait < deadline_s and not delete.max_wait
+
+    def worth_it(self, pod: Pod) -> bool:
+        """Parking pays: the pod has failed once, or a crowd waits (where first tries are mostly refused).
+
+        Parked or not, a run is the same; a pod whose tries are served soon
+        after would only be parked to be taken back, at more cost than its
+        events. Instructions over bench_sweep.py's grids, parking from the
+        first failure against the second: collapse -4.0 %, mixed -2.7 %,
+        non-collapsing +0.8 %; parking every pod: -7.4 %, -4.0 %, +5.6 %.
+        """
+        return pod.failures > 0 or len(self.parked) + self.create.semaphore.waiting >= CROWD
+
+    def admits(self, torn_down_next: Sandbox | None) -> bool:
+        """The pod may park now: until endpoint-create has a free slot, its steps can only be refused.
+
+        ``torn_down_next`` is the sandbox its next DEL would tear down: one
+        with an endpoint would scrub, so that pod stays a process.
+        """
+        weight = self.create.core.slot_weight
+        if not weight or self._create_has_room():
+            return False  # an ADD could be admitted
+        if torn_down_next is not None and has_endpoint(torn_down_next):
+            return False
+        c, d = self.create.core, self.delete.core
+        if c.requests_scheduled < c.params.skip_initial or d.requests_scheduled < d.params.skip_initial:
+            return False  # a request could still skip the limiter
+        if not self.parked:  # the slot weights every parked step is played with
+            self._weights = (weight, d.slot_weight)
+        return bool(self._weights[1])
+
+    def park(self, pod: Pod, stale: Sandbox | None, sandbox: Sandbox | None, at: float, step: str) -> simpy.Event:
+        """Parks a pod from now until it wakes up for ``step`` at ``at``; its process waits for a Resume.
+
+        A pod parks at a back-off; at a step due now that its own jittered
+        timer (its start, a back-off) brought it to; or at its teardown's
+        DEL, played in its own turn, which is answered at once or ends at
+        containerd's timeout before a back-off. From there every step it
+        plays falls on its own instants, shared with no other event. A pod
+        that reached an ADD through others (a cascade of grants at one
+        release admits and queues many ADDs at once) would share its later
+        steps' instants with theirs, in an order set by event ids: it stays
+        a process.
+        """
+        p = Parked(pod=pod, event=simpy.Event(self.env), stale=stale, phase=WAIT, step=step, t=at, sandbox=sandbox)
+        self.parked[pod.index] = p
+        self.parks += 1
+        self.crowd_parks += not pod.failures
+        if at <= self.env.now:  # its step is due now: played with the limiters as they are, after all before it
+            self.settle()
+            self._play(p, self.delete.has_room())
+        else:
+            p.key = key = next(self._keys)
+            heappush(self._due, (at, key, p))
+        return p.event
+
+    def settle(self) -> None:
+        """Plays every parked step before now, in time order, on the state the limiters have now."""
+        due, now = self._due, self.env.now
+        if not due or due[0][0] >= now:
+            return
+        delete_room = self.delete.has_room()  # the same for every step played here: nothing changed since
+        c, core, keys, queued = self.node.counters, self.delete.core, self._keys, self._queued[DELETE]
+        teardown_s, time_scale, weight, mean = self.teardown_s, self._time_scale, self._weights[1], core.mean_processing
+        while due and due[0][0] < now:
+            t, key, p = heappop(due)
+            if p.key != key:
+                continue
+            if delete_room or p.phase is not DEL_STALE:
+                self._play(p, delete_room)
+                continue
+            # A stale sandbox's DEL timed out in a full endpoint-delete and the next one queues again: most
+            # of a storm's steps, played here as ``_play`` would (``_time_out``, then the DEL step).
+            c.del_timeouts += 1
+            c.del_calls += 1
+            core.requests_scheduled += 1
+            p.number, p.arrived, p.end = next(ARRIVALS), t, (end := t + teardown_s)
+            p.t = t = end + jitter(p.pod.rng.next_after()) / time_scale
+            p.mean, p.weight = mean, weight
+            p.key = key = next(keys)
+            heappush(due, (t, key, p))
+            queued.append((end, key, p))
+
+    def finish(self) -> None:
+        """At the end of a run: every step before now played, every DEL refused by now counted."""
+        self.settle()
+        now = self.env.now
+        for p in self.parked.values():
+            if p.phase is not WAIT and p.phase is not ADD and p.end < now:
+                self._time_out(p)
+
+    def _time_out(self, p: Parked) -> None:
+        """containerd gave up on the queued DEL at ``p.end``: the sandbox stays; back-off until ``p.t``."""
+        self.node.counters.del_timeouts += 1
+        if p.phase is DEL_AFTER_ADD:
+            p.stale = p.sandbox
+        p.pod.stale_sandbox = True
+        p.pod.rng.random()  # the back-off drawn (peeked) when the DEL was queued
+        p.phase, p.step = WAIT, DEL_STALE
+
+    def _play(self, p: Parked, delete_room: bool) -> None:
+        """One parked pod's steps at ``p.t``, as ``kubelet.pod_worker`` and ``cni`` take them."""
+        t, pod, c, phase = p.t, p.pod, self.node.counters, p.phase
+        if phase is ADD:  # max_wait: 429, no token used; the teardown's DEL at once
+            self.create.core.rejected += 1
+            c.add_429 += 1
+            pod.failures += 1
+            step = DEL_AFTER_ADD
+        else:
+            if phase is not WAIT:
+                self._time_out(p)
+            step = p.step
+        while True:
+            if step is DEL_STALE or step is DEL_AFTER_ADD:
+                c.del_calls += 1
+                if not delete_room:  # queued until containerd gives up; then a back-off
+                    core = self.delete.core
+                    core.requests_scheduled += 1
+                    p.phase, p.arrived, p.number, p.end = step, t, next(ARRIVALS), t + self.teardown_s
+                    p.t = p.end + jitter(pod.rng.peek()) / self._time_scale
+                    p.mean, p.weight = core.mean_processing, self._weights[1]
+                    p.key = key = next(self._keys)
+                    heappush(self._due, (p.t, key, p))
+                    self._queued[DELETE].append((p.end, key, p))
+                    return
+                self.delete.answer_at_once()  # no endpoint: 404 at once
+                c.del_404 += 1
+                if step is DEL_STALE:
+                    p.stale, pod.stale_sandbox = None, False
+                    step = ADD
+                else:
+                    step = WAIT
+            elif step is ADD:  # queued: endpoint-create has no free slot while anyone is parked
+                core = self.create.core
+                pod.attempts += 1
+                pod.attempt_times.append(t)
+                p.sandbox = Sandbox(pod=pod.index, attempt=pod.attempts)
+                c.add_attempts += 1
+                core.requests_scheduled += 1
+                p.phase, p.arrived, p.number, p.t = ADD, t, next(ARRIVALS), t + self.max_wait
+                p.end, p.mean, p.weight = p.t, core.mean_processing, self._weights[0]
+                p.key = key = next(self._keys)
+                heappush(self._due, (p.t, key, p))
+                self._queued[CREATE].append((p.end, key, p))
+                return
+            else:
+                p.phase, p.step = WAIT, DEL_STALE if p.stale is not None else ADD
+                p.t = t + backoff(pod.rng) / self._time_scale
+                p.key = key = next(self._keys)
+                heappush(self._due, (p.t, key, p))
+                return
+
+    def first(self, queue: str) -> tuple[tuple[float, int], int] | None:
+        """The earliest parked call still waiting in ``queue``'s semaphore: (its order, weight)."""
+        waiting, now = self._queued[queue], self.env.now
+        while waiting:
+            end, key, p = waiting[0]
+            if p.key == key and end >= now:
+                return (p.arrived, p.number), p.weight
+            waiting.popleft()
+        return None
+
+    def take(self, queue: str) -> Call:
+        """The earliest parked call queued in ``queue``'s limiter, granted a slot now: its pod resumes."""
+        _, _, p = self._queued[queue].popleft()
+        call = self._resume(p)
+        assert call is not None
+        return call  # granted at once: it never waits for a slot again (no ``wait_for_slot``)
+
+    def changed(self) -> None:
+        """After a request finished: new slot weights end all parking; a free endpoint-create slot wakes pods.
+
+        While endpoint-create has a free slot, an ADD could be admitted, so
+        a parked pod must be a process again before its next step: a timer
+        wakes it then. The slot is most often taken again at the same
+        instant, and then nobody wakes.
+        """
+        if not self.parked:
+            return
+        weights = (self.create.core.slot_weight, self.delete.core.slot_weight)
+        if weights != self._weights:
+            self.unpark_all()
+        elif self._create_has_room():
+            self._arm()
+
+    def _create_has_room(self) -> bool:
+        semaphore = self.create.semaphore
+        return semaphore.size - semaphore.cur >= self.create.core.slot_weight
+
+    def _next(self) -> Parked | None:
+        """The parked pod whose next step comes first (dropping positions it has left)."""
+        due = self._due
+        while due:
+            _, key, p = due[0]
+            if p.key == key:
+                return p
+            heappop(due)
+        return None
+
+    def _arm(self) -> None:
+        p = self._next()
+        if p is None or (self._wake_at is not None and self._wake_at <= p.t):
+            return
+        self._wake_at = p.t
+        timeout_at(self.env, p.t).callbacks.append(self._wake)  # type: ignore[union-attr]
+
+    def _wake(self, event: simpy.Event) -> None:
+        """A parked pod's step is due while endpoint-create may have a free slot: it goes on as a process."""
+        if self._wake_at != self.env.now:
+            return  # superseded by an earlier wake
+        self._wake_at = None
+        if not self._create_has_room():
+            return  # taken again since: parked steps are refused as before
+        self.wakes += 1
+        now = self.env.now
+        while (p := self._next()) is not None and p.t <= now:
+            heappop(self._due)
+            call = self._resume(p)
+            if call is not None:
+                call.wait_for_slot()
+                self.create.semaphore.requeue([call])
+        self._arm()
+
+    def unpark_all(self) -> None:
+        """Every parked pod a process again, where it is; queued calls join their semaphore's queue."""
+        self.settle()
+        self.unparks += 1
+        waiting: dict[str, list[Waiter]] = {CREATE: [], DELETE: []}
+        for p in sorted(self.parked.values(), key=lambda p: p.pod.index):
+            call = self._resume(p)
+            if call is not None:
+                call.wait_for_slot()
+                waiting[_limiter(p.phase)].append(call)
+        self._due.clear()
+        for queue, calls in waiting.items():
+            self._queued[queue].clear()
+            if calls:
+                (self.create if queue == CREATE else self.delete).semaphore.requeue(calls)
+
+    def _resume(self, p: Parked) -> Call | None:
+        """Makes ``p``'s pod a process again where it is now; returns its call if one is queued."""
+        del self.parked[p.pod.index]
+        p.key = 0
+        if p.phase is not WAIT and p.phase is not ADD and p.end < self.env.now:
+            self._time_out(p)
+        if p.phase is WAIT:
+            resume = Resume(p.step, p.stale, p.sandbox)
+            if p.t > self.env.now:  # its back-off's own timer: the pod goes on in that step, as it would have
+                timeout_at(self.env, p.t).callbacks.append(lambda _: fire_now(p.event, resume))  # type: ignore[union-attr]
+            else:
+                p.event.succeed(resume)
+            return None
+        sandbox = p.stale if p.phase is DEL_STALE else p.sandbox
+        assert sandbox is not None
+        arrived = Arrived((p.arrived, p.number), p.weight, p.mean)
+        if p.phase is ADD:
+            call = add_call(self.node, sandbox, self.deadline_s, arrived)
+        else:
+            call = del_call(self.node, sandbox, arrived)
+        # The pod waits on its call again: it wakes in the step the call ends, as its process would have.
+        resume = Resume(p.phase, p.stale, p.sandbox, call=call)
+        call.callbacks.append(lambda _: fire_now(p.event, resume))  # type: ignore[union-attr]
+        return call
+
+
+class _LazyQueue:
+    """One limiter's view of the parked pods (``limiter.LazyQueue``)."""
+
+    def __init__(self, parking: Parking, queue: str) -> None:
+        self.parking, self.queue = parking, queue
+
+    def settle(self) -> None:
+        self.parking.settle()
+
+    def first(self) -> tuple[tuple[float, int], int] | None:
+        return self.parking.first(self.queue)
+
+    def take(self) -> Waiter:
+        return self.parking.take(self.queue)
+
+    def changed(self) -> None:
+        self.parking.changed()

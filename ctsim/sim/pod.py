@@ -1,0 +1,120 @@
+"""A pod as kubelet sees it: its own random stream, its back-off, its attempts, and its sync-loop steps.
+
+``ctsim.sim.kubelet`` runs the loop; ``ctsim.sim.parking`` plays the same
+steps without a process. Both read them from here.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from array import array
+from dataclasses import dataclass, field
+
+BACKOFF = 10.0
+BACKOFF_JITTER = 0.5
+
+# A pod's next step in its sync loop.
+ADD = "add"
+DEL_AFTER_ADD = "del"  # containerd's teardown of the sandbox whose ADD failed
+DEL_STALE = "del stale"  # the next sync's teardown of a sandbox whose DEL timed out
+BACK_OFF = "back-off"
+
+
+class Draws:
+    """A pod's own random stream, ``random.Random(seed).random()``, drawn ahead in blocks.
+
+    A Mersenne Twister holds 2.5 KB of state; a hundred thousand parked pods
+    would hold 250 MB of it to draw a few dozen jitters an hour. This keeps a
+    block of drawn values and re-seeds for the next block, skipping what was
+    drawn (one ``getrandbits`` call). A pod served at once draws one or two
+    values; one that retries draws ~45 an hour in a collapse, so the second
+    block holds 48 (one re-seed an hour, not three); each later one holds as
+    many as were drawn before it.
+    """
+
+    __slots__ = ("_block", "_drawn", "_next", "_seed")
+
+    def __init__(self, seed: int) -> None:
+        self._seed, self._drawn, self._next = seed, 0, 0
+        self._block: array[float] = array("d")
+
+    def random(self) -> float:
+        value = self._block[self._next] if self._next < len(self._block) else self.peek()
+        self._next += 1
+        return value
+
+    def next_after(self) -> float:
+        """``random()`` then ``peek()``: draws the value peeked before, peeks the one after it."""
+        if self._next == len(self._block):
+            self.peek()  # the next block
+        self._next += 1
+        return self._block[self._next] if self._next < len(self._block) else self.peek()
+
+    def peek(self) -> float:
+        """The value the next ``random()`` returns."""
+        if self._next == len(self._block):
+            rng = random.Random(self._seed)
+            if self._drawn:
+                rng.getrandbits(64 * self._drawn)  # random() takes two 32-bit words: skips what was drawn
+            size = max(48, self._drawn) if self._drawn else 8  # a re-seed costs as much as ~90 draws
+            draw = rng.random
+            self._block = array("d", [draw() for _ in range(size)])
+            self._drawn += size
+            self._next = 0
+        return self._block[self._next]
+
+
+@dataclass
+class Pod:
+    index: int
+    created_at: float
+    rng: Draws = field(repr=False, compare=False)
+    attempts: int = 0
+    attempt_times: list[float] = field(default_factory=list)  # when each CNI ADD started
+    ready_at: float | None = None
+    failures: int = 0  # attempts that ended without the pod Ready
+    stale_sandbox: bool = False
+
+    @property
+    def retry_intervals(self) -> list[float]:
+        """Time between consecutive ADD attempts: what an operator sees as the retry cadence."""
+        t = self.attempt_times
+        return [b - a for a, b in itertools.pairwise(t)]
+
+    @property
+    def ready(self) -> bool:
+        return self.ready_at is not None
+
+    @property
+    def ready_latency(self) -> float | None:
+        return None if self.ready_at is None else self.ready_at - self.created_at
+
+    @property
+    def state(self) -> str:
+        """Ready, failed-and-retrying, or pending (no attempt has ended yet)."""
+        if self.ready:
+            return "ready"
+        return "retrying" if self.failures else "pending"
+
+
+def backoff(rng: Draws | random.Random) -> float:
+    """``wait.Jitter(10s, 0.5)``."""
+    return jitter(rng.random())
+
+
+def jitter(u: float) -> float:
+    """``wait.Jitter(10s, 0.5)`` for the uniform draw ``u``."""
+    return BACKOFF * (1.0 + u * BACKOFF_JITTER)
+
+
+def new_pod(index: int, pods: int, seed: int, start_spread: float) -> Pod:
+    """The ``index``-th of ``pods`` pods reaching CNI ADD within ``start_spread``.
+
+    Arrivals are in index order, each jittered within the first half of its
+    slot (so two never coincide); each pod draws from its own random stream,
+    so its randomness does not depend on the order of events.
+    """
+    rng = Draws(seed * 1_000_003 + index)
+    slot = start_spread / pods
+    return Pod(index=index, created_at=(index + 0.5 * rng.random()) * slot, rng=rng)

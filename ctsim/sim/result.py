@@ -1,0 +1,227 @@
+"""What one run produced, derived from the model's final state; renderers read only this."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from ctsim.projection import FamilyWalk, scrub_seconds
+from ctsim.scenario import Scenario
+from ctsim.sim.gc import GCHistory
+from ctsim.sim.node import Counters
+from ctsim.sim.pod import Pod
+
+OK, DEGRADED, COLLAPSE, UNFINISHED = "ok", "degraded", "collapse", "unfinished"
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """Linear interpolation between closest ranks (numpy's default)."""
+    if not values:
+        return None
+    xs = sorted(values)
+    pos = (len(xs) - 1) * q
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def verdict(pods: list[Pod]) -> str:
+    """ok / degraded when every pod is Ready; unfinished while some pod's first attempt has not ended."""
+    if all(p.ready for p in pods):
+        return OK if all(p.attempts == 1 for p in pods) else DEGRADED
+    if any(not p.ready and not p.failures for p in pods):
+        return UNFINISHED
+    return COLLAPSE
+
+
+def _spread(values: list[float]) -> dict[str, float | None]:
+    return {
+        "p50": percentile(values, 0.50),
+        "p90": percentile(values, 0.90),
+        "max": max(values) if values else None,
+    }
+
+
+@dataclass
+class FamilyResult:
+    """One address family's maps and lock over the run."""
+
+    name: str
+    max_entries: int
+    any_max_entries: int
+    entries_at_start: int
+    entries_at_end: int
+    expired_at_end: int
+    live_evicted: int
+    lock_max_queue: int
+    lock_max_holders: int
+    lock_held_seconds: float
+
+
+@dataclass
+class Advice:
+    burst: int
+    safe_burst: int | None  # largest burst whose queued scrubs fit the deadline
+    max_entries_for_burst: int  # table size at which `burst` pods fit
+    walk_seconds_for_burst: float
+
+
+@dataclass
+class Result:
+    scenario: Scenario
+    verdict: str
+    families: list[FamilyResult]
+    walks: list[FamilyWalk]  # each family's walk at t=0
+    pods: list[Pod]
+    counters: Counters
+    gc: GCHistory
+    limiter_end: dict[str, float]
+    advice: Advice
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def walk_seconds(self) -> float:
+        """One full scrub at t=0: every family's maps."""
+        return scrub_seconds(self.walks)
+
+    @property
+    def entries_at_start(self) -> int:
+        return sum(f.entries_at_start for f in self.families)
+
+    @property
+    def entries_at_end(self) -> int:
+        return sum(f.entries_at_end for f in self.families)
+
+    @property
+    def expired_at_end(self) -> int:
+        return sum(f.expired_at_end for f in self.families)
+
+    @property
+    def live_evicted(self) -> int:
+        return sum(f.live_evicted for f in self.families)
+
+    @property
+    def lock_max_queue(self) -> int:
+        return max(f.lock_max_queue for f in self.families)
+
+    @property
+    def lock_max_holders(self) -> int:
+        return max(f.lock_max_holders for f in self.families)
+
+    @property
+    def lock_held_seconds(self) -> float:
+        """The busiest family lock's time held."""
+        return max(f.lock_held_seconds for f in self.families)
+
+    @property
+    def retry_intervals(self) -> list[float]:
+        return [dt for p in self.pods for dt in p.retry_intervals]
+
+    @property
+    def ready_latencies(self) -> list[float]:
+        return [p.ready_latency for p in self.pods if p.ready_latency is not None]
+
+    @property
+    def pods_ready(self) -> int:
+        return sum(p.ready for p in self.pods)
+
+    @property
+    def ready_first_attempt(self) -> int:
+        return sum(p.ready and p.attempts == 1 for p in self.pods)
+
+    def ready_latency(self) -> dict[str, float | None]:
+        """Percentiles of the Ready pods' latencies (None without any)."""
+        lat = self.ready_latencies
+        return {
+            "p50": percentile(lat, 0.50),
+            "p90": percentile(lat, 0.90),
+            "p99": percentile(lat, 0.99),
+            "max": max(lat) if lat else None,
+        }
+
+    @property
+    def recovered_at(self) -> float | None:
+        if not all(p.ready for p in self.pods):
+            return None
+        return max(p.ready_at for p in self.pods if p.ready_at is not None)
+
+    def to_dict(self) -> dict[str, Any]:
+        c = self.counters
+        s = self.scenario
+        return {
+            "verdict": self.verdict,
+            "walk_seconds": self.walk_seconds,
+            "inputs": s.to_dict(),
+            "pods": {
+                "requested": len(self.pods),
+                "ready": self.pods_ready,
+                "ready_first_attempt": self.ready_first_attempt,
+                "retrying": sum(p.state == "retrying" for p in self.pods),
+                "pending": sum(p.state == "pending" for p in self.pods),
+                "attempts": sum(p.attempts for p in self.pods),
+                "ready_latency_s": self.ready_latency(),
+                "retry_interval_s": _spread(self.retry_intervals),
+                "recovered_at_s": self.recovered_at,
+            },
+            "cni": {
+                "add_attempts": c.add_attempts,
+                "add_ok": c.add_ok,
+                "add_timeouts": c.add_timeouts,
+                "add_429": c.add_429,
+                "add_429_paced": c.add_429_paced,
+                "add_gave_up_in_limiter": c.add_cancelled_in_limiter,
+                "del_calls": c.del_calls,
+                "del_404": c.del_404,
+                "del_timeouts": c.del_timeouts,
+            },
+            "lock": {
+                "orphaned_walk_seconds": c.orphaned_walk_seconds,
+                "orphaned_walks": c.orphaned_walks,
+                "max_queue": self.lock_max_queue,
+                "max_holders": self.lock_max_holders,
+                "held_seconds": self.lock_held_seconds,
+                "scrub_seconds": c.scrub_seconds,
+                "gc_seconds": c.gc_seconds,
+                "create_scrubs": c.create_scrubs,
+                "delete_scrubs": c.delete_scrubs,
+            },
+            "gc": {
+                "initial_interval_s": s.gc_initial_interval,
+                "intervals_s": self.gc.intervals,
+                "pass_starts_s": [p.start for p in self.gc.passes],
+                "deleted": [p.deleted for p in self.gc.passes],
+                "max_delete_ratios": [p.max_delete_ratio for p in self.gc.passes],
+            },
+            "table": {
+                "max_entries": s.max_entries,
+                "entries_at_start": self.entries_at_start,
+                "entries_at_end": self.entries_at_end,
+                "expired_at_end": self.expired_at_end,
+                "live_evicted": self.live_evicted,
+            },
+            "families": {
+                f.name: {
+                    "walk_seconds": w.seconds,
+                    "max_entries": f.max_entries,
+                    "any_max_entries": f.any_max_entries,
+                    "entries_at_start": f.entries_at_start,
+                    "entries_at_end": f.entries_at_end,
+                    "expired_at_end": f.expired_at_end,
+                    "live_evicted": f.live_evicted,
+                    "lock": {
+                        "max_queue": f.lock_max_queue,
+                        "max_holders": f.lock_max_holders,
+                        "held_seconds": f.lock_held_seconds,
+                    },
+                }
+                for f, w in zip(self.families, self.walks, strict=True)
+            },
+            "limiter": self.limiter_end,
+            "advice": {
+                "burst": self.advice.burst,
+                "safe_burst": self.advice.safe_burst,
+                "max_entries_for_burst": self.advice.max_entries_for_burst,
+                "walk_seconds_for_burst": self.advice.walk_seconds_for_burst,
+            },
+            "sim": dict(self.extra),
+        }

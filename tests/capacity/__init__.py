@@ -1,0 +1,1 @@
+"""Tests of ctsim.capacity: generated docs, plans and sweeps."""

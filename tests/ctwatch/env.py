@@ -1,0 +1,110 @@
+"""Real things for ctwatch's tests: a bpffs we mount, Cilium-shaped pinned maps, HTTP servers."""
+
+from __future__ import annotations
+
+import http.server
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from ctsim.defaults import CT_VALUE_SIZE
+from ctsim.kernel import calibrate as cal
+from ctsim.kernel.bpf import BPF_MAP_TYPE_LRU_HASH, BPFMap
+from tests.support.needs import REQUIRED, need_bpf
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+@contextmanager
+def bpffs() -> Iterator[Path]:
+    """A bpffs mounted on a fresh directory, unmounted (freeing its pins) afterwards."""
+    need_bpf()
+    root = Path(tempfile.mkdtemp(prefix="ctwatch-bpffs-"))
+    made = subprocess.run(["mount", "-t", "bpf", "bpf", str(root)], capture_output=True, text=True, check=False)
+    if made.returncode != 0:
+        os.rmdir(root)
+        msg = f"cannot mount bpffs: {made.stderr.strip()}"
+        if REQUIRED:
+            pytest.fail(msg)
+        pytest.skip(msg)
+    try:
+        (root / "tc" / "globals").mkdir(parents=True)
+        yield root
+    finally:
+        subprocess.run(["umount", str(root)], check=False)
+        os.rmdir(root)
+
+
+def pin_ct_map(root: Path, name: str, entries: int, max_entries: int, key_size: int = 14) -> None:
+    """A Cilium-shaped CT map holding ``entries``, pinned at tc/globals/<name>."""
+    with _filled(entries, max_entries, key_size) as m:
+        m.pin(str(root / "tc" / "globals" / name))
+
+
+def _filled(entries: int, max_entries: int, key_size: int) -> BPFMap:
+    m = BPFMap.create(BPF_MAP_TYPE_LRU_HASH, key_size, CT_VALUE_SIZE, max_entries, name="ctwatch_t")
+    value = bytes(CT_VALUE_SIZE)
+    for base in range(0, entries, cal.FILL_CHUNK):
+        n = min(cal.FILL_CHUNK, entries - base)
+        m.update_batch(b"".join(cal.ct_key(i, key_size) for i in range(base, base + n)), value * n, n)
+    return m
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def http_server(respond: Callable[[http.server.BaseHTTPRequestHandler], None]) -> Iterator[str]:
+    """A real HTTP server on loopback; yields its /metrics URL."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            respond(self)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/metrics"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def serve_text(body: str, delay_s: float = 0.0) -> Callable[[http.server.BaseHTTPRequestHandler], None]:
+    def respond(handler: http.server.BaseHTTPRequestHandler) -> None:
+        if delay_s:
+            time.sleep(delay_s)
+        data = body.encode()
+        try:
+            handler.send_response(200)
+            handler.send_header("Content-Type", "text/plain; version=0.0.4")
+            handler.send_header("Content-Length", str(len(data)))
+            handler.end_headers()
+            handler.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+    return respond
+
+
+def copy_procfs(tmp: Path) -> Path:
+    dest = tmp / "proc"
+    shutil.copytree(FIXTURES / "proc", dest)
+    return dest

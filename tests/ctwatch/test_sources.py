@@ -1,0 +1,188 @@
+"""ctwatch's sources against the real things: netns conntrack, pinned maps, HTTP servers."""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from ctwatch.assess import Assessor, Thresholds
+from ctwatch.watcher import Config, Watcher
+from prometheus_client.parser import text_string_to_metric_families
+
+from ctsim.kernel import netns_conntrack as nfct
+from ctsim.kernel.bpf import BPFError, BPFMap
+from tests.ctwatch.env import FIXTURES, bpffs, copy_procfs, free_port, http_server, pin_ct_map, serve_text
+from tests.support.needs import need_netns
+
+
+def samples(page: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(page)
+        for s in family.samples
+    }
+
+
+def ctwatch(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ctwatch", "--once", *args], capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def watcher(**config: object) -> Watcher:
+    return Watcher(Config(**config), Assessor(Thresholds(), 213_000.0))  # type: ignore[arg-type]
+
+
+# nf_conntrack
+def test_procfs_fixture_is_read_like_node_exporter(tmp_path: Path) -> None:
+    p = ctwatch("--path.procfs", str(copy_procfs(tmp_path)), "--no-collector.bpf", "--no-collector.cilium_metrics")
+    assert p.returncode == 0, p.stderr
+    s = samples(p.stdout)
+    labels = (("family", "all"), ("map", "nf_conntrack"), ("source", "nf_conntrack"))
+    assert s[("ctwatch_entries", labels)] == 183421
+    assert s[("ctwatch_max_entries", labels)] == 262144
+    assert s[("ctwatch_source_up", (("source", "nf_conntrack"),))] == 1
+
+
+def test_netns_count_equals_the_kernels() -> None:
+    need_netns()
+    with nfct.temporary_netns("ctwatch-test") as name:
+        nfct.fill(name, 321)
+        kernel_count, kernel_max = nfct.stats(name)
+        p = ctwatch("--netns", name, "--no-collector.bpf", "--no-collector.cilium_metrics")
+    assert p.returncode == 0, p.stderr
+    s = samples(p.stdout)
+    labels = (("family", "all"), ("map", "nf_conntrack"), ("source", "nf_conntrack"))
+    assert s[("ctwatch_entries", labels)] == kernel_count == 321
+    assert s[("ctwatch_max_entries", labels)] == kernel_max
+
+
+def test_netns_gone_marks_the_source_down_and_recovers() -> None:
+    need_netns()
+    with nfct.temporary_netns("ctwatch-test") as name:
+        w = watcher(netns=name, enable_bpf=False, enable_cilium_metrics=False)
+        assert w.collect().results["nf_conntrack"].up
+    down = w.collect().results["nf_conntrack"]
+    assert not down.up and down.error
+    subprocess.run(["ip", "netns", "add", name], check=True)
+    try:
+        assert w.collect().results["nf_conntrack"].up
+    finally:
+        subprocess.run(["ip", "netns", "del", name], check=False)
+
+
+# BPF maps
+def test_counts_and_capacity_of_pinned_maps_match() -> None:
+    with bpffs() as root:
+        pin_ct_map(root, "cilium_ct4_global", entries=50_000, max_entries=65_536)
+        pin_ct_map(root, "cilium_ct_any4_global", entries=1_000, max_entries=16_384)
+        pin_ct_map(root, "cilium_ct6_global", entries=2_000, max_entries=8_192, key_size=38)
+        p = ctwatch("--path.bpffs", str(root), "--no-collector.nf_conntrack", "--no-collector.cilium_metrics")
+    assert p.returncode == 0, p.stderr
+    s = samples(p.stdout)
+    for name, family, n, cap in [
+        ("cilium_ct4_global", "ipv4", 50_000, 65_536),
+        ("cilium_ct_any4_global", "ipv4", 1_000, 16_384),
+        ("cilium_ct6_global", "ipv6", 2_000, 8_192),
+    ]:
+        labels = (("family", family), ("map", name), ("source", "bpf"))
+        assert s[("ctwatch_entries", labels)] == n
+        assert s[("ctwatch_max_entries", labels)] == cap
+    rate = s[("ctwatch_walk_rate_entries_per_second", (("family", "ipv4"), ("source", "measured")))]
+    walk = s[("ctwatch_projected_walk_seconds", (("family", "ipv4"),))]
+    assert walk == pytest.approx(51_000 / rate)
+
+
+def _digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with BPFMap.open_pinned(str(path)) as m:
+        for key in m.walk():
+            h.update(key)
+            h.update(m.last_value)
+    return h.hexdigest()
+
+
+def test_maps_are_opened_read_only_and_never_written() -> None:
+    with bpffs() as root:
+        pin_ct_map(root, "cilium_ct4_global", entries=20_000, max_entries=32_768)
+        path = root / "tc" / "globals" / "cilium_ct4_global"
+        before = _digest(path)
+        with BPFMap.open_pinned(str(path), read_only=True) as m, pytest.raises(BPFError) as refused:
+            m.update(b"\x01" * 14, b"\x02" * 56)
+        assert refused.value.errno == errno.EPERM
+        p = ctwatch("--path.bpffs", str(root), "--no-collector.nf_conntrack", "--no-collector.cilium_metrics")
+        assert p.returncode == 0
+        assert _digest(path) == before
+
+
+def test_unexpected_key_size_is_a_down_source_not_a_crash() -> None:
+    with bpffs() as root:
+        pin_ct_map(root, "cilium_ct4_global", entries=10, max_entries=64, key_size=38)  # IPv6 key in the v4 slot
+        p = ctwatch("--path.bpffs", str(root), "--no-collector.nf_conntrack", "--no-collector.cilium_metrics")
+    assert p.returncode == 0
+    assert samples(p.stdout)[("ctwatch_source_up", (("source", "bpf"),))] == 0
+    assert "not a Cilium CT map" in p.stderr
+    assert p.stderr.count("source down") == 1
+
+
+def test_bpffs_unmounted_and_map_deleted_then_back() -> None:
+    with bpffs() as root:
+        pin_ct_map(root, "cilium_ct4_global", entries=1_000, max_entries=4_096)
+        w = watcher(bpffs=str(root), enable_nf_conntrack=False, enable_cilium_metrics=False)
+        assert w.collect().results["bpf"].up
+        (root / "tc" / "globals" / "cilium_ct4_global").unlink()  # the agent deletes the map
+        assert not w.collect().results["bpf"].up
+        pin_ct_map(root, "cilium_ct4_global", entries=2_000, max_entries=4_096)
+        again = w.collect().results["bpf"]
+        assert again.up and again.readings[0].entries == 2_000
+    # bpffs itself is gone now (unmounted and removed)
+    assert not w.collect().results["bpf"].up
+
+
+# Cilium agent metrics
+FIXTURE_PAGE = (FIXTURES / "cilium-metrics.txt").read_text()
+
+
+def test_a_realistic_metrics_page_is_parsed() -> None:
+    with http_server(serve_text(FIXTURE_PAGE)) as url:
+        r = watcher(metrics_url=url, enable_nf_conntrack=False, enable_bpf=False).collect().results["cilium_metrics"]
+    assert r.up
+    assert r.pressure == {"cilium_ct4_global": 0.75, "cilium_ct_any4_global": 0.125}
+    assert r.extra["gc_interval_seconds"] == 43200
+
+
+@pytest.mark.parametrize(
+    ("name", "respond"),
+    [
+        ("slow", serve_text(FIXTURE_PAGE, delay_s=3.0)),
+        ("garbage", serve_text("<html>502 Bad Gateway</html>\n\x00\x01 not metrics {{{")),
+        ("empty", serve_text("")),
+    ],
+)
+def test_a_bad_agent_is_a_down_source(name: str, respond: object) -> None:
+    with http_server(respond) as url:  # type: ignore[arg-type]
+        w = watcher(metrics_url=url, metrics_timeout_s=0.5, enable_nf_conntrack=False, enable_bpf=False)
+        r = w.collect().results["cilium_metrics"]
+    assert not r.up, name
+    assert r.duration_s < 2.5
+
+
+def test_an_agent_that_is_down_is_a_down_source() -> None:
+    url = f"http://127.0.0.1:{free_port()}/metrics"
+    r = watcher(metrics_url=url, enable_nf_conntrack=False, enable_bpf=False).collect().results["cilium_metrics"]
+    assert not r.up and "Connection refused" in r.error
+
+
+def test_cilium_pressure_is_the_cheaper_source_and_skips_our_count() -> None:
+    with bpffs() as root, http_server(serve_text(FIXTURE_PAGE)) as url:
+        pin_ct_map(root, "cilium_ct4_global", entries=1_000, max_entries=65_536)
+        pin_ct_map(root, "cilium_ct_any4_global", entries=10, max_entries=16_384)
+        snap = watcher(bpffs=str(root), metrics_url=url, enable_nf_conntrack=False).collect()
+    (v4,) = [f for f in snap.families if f.family == "ipv4"]
+    assert v4.entries_source == "cilium_metrics"
+    assert v4.entries == round(0.75 * 65_536) + round(0.125 * 16_384)
+    assert all(r.entries is None for r in snap.results["bpf"].readings)  # never counted

@@ -1,0 +1,90 @@
+"""The model against the real kernel: ctsim emulate at a small, fast scale (no mocks)."""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+import subprocess
+
+import pytest
+
+from ctsim.defaults import CT_KEY_SIZES
+from ctsim.kernel import calibrate as cal
+from ctsim.kernel import emulate as em
+from ctsim.scenario import resolve
+from ctsim.sim.model import simulate
+from tests.support.load import busy
+from tests.support.needs import need_bpf
+
+
+@pytest.fixture(scope="module")
+def rates() -> tuple[float, float]:
+    need_bpf()
+    with cal.new_ct_map(1 << 17, CT_KEY_SIZES["ipv4"]) as m:
+        rate = statistics.median(cal.per_entry_rate(m) for _ in range(5))
+        delete_s = cal.delete_seconds(m, CT_KEY_SIZES["ipv4"], 5000)
+    return rate, delete_s
+
+
+# Walks at 10 %, 41 % and 120 % of the deadline: all fit, two fit, none fits,
+# each 15 % or more from the edge either way (two walks and the regeneration
+# end at 84 %, a third would end at 123 %). The 2-minute horizon covers every
+# first attempt, its timeout and its cleanup scrub; later retries race the
+# adapted limiter for tokens, where thread wake-up jitter decides which pod
+# wins (docs/calibration.md shows how the two sides agree in aggregate there).
+# Both sides walk at a paced rate (ctsim.kernel.emulate.PACE) set from the CPU time
+# of a walk, so the same test must pass with two busy processes beside it.
+@pytest.mark.parametrize(("walk_share", "contention"), [(0.1, 0), (0.41, 0), (1.2, 0), (0.41, 2), (1.2, 2)])
+def test_emulation_matches_the_model_pod_for_pod(
+    rates: tuple[float, float], walk_share: float, contention: int
+) -> None:
+    rate, delete_s = rates
+    entries = round(walk_share * 90 * 100_000)
+    s = resolve(entries=str(entries), rate="100000", pods="5", horizon="2m", expired_fraction="0", seed=3)
+    with busy(contention):
+        report = em.run(s, time_scale=30, real_rate=rate, delete_seconds=delete_s)
+    # Both sides walk at the paced rate: the share is the target's, up to rounding the table.
+    assert report["scaling"]["walk_share_of_deadline"] == pytest.approx(walk_share, rel=0.01)
+    assert report["table_rate"]["headroom"] > 1.5  # the kernel walks this table well within its paced time
+    assert report["emulated"]["walks_overran"] == 0, report["emulated"]["max_overrun_s"]
+    assert report["mismatched_pods"] == 0, [(r["emulated"], r["simulated"]) for r in report["pods"]]
+    for q, err in report["latency_error"].items():
+        if err is not None:
+            assert err <= 0.10, (q, err, report["pods"])
+    assert report["emulated"]["add_timeouts"] == report["simulated"]["add_timeouts"]
+
+
+def test_gc_runs_on_the_real_maps(rates: tuple[float, float]) -> None:
+    rate, delete_s = rates
+    s = resolve(entries="2M", rate="100000", pods="2", horizon="4m", gc_interval="60s", expired_fraction="0.9")
+    report = em.run(s, time_scale=60, real_rate=rate, delete_seconds=delete_s)
+    # The first pass deletes the 90 % expired (r > 0.25), later ones nothing: a fixed 60 s interval throughout.
+    assert report["emulated"]["gc_intervals_s"][:2] == [60.0, 60.0]
+    assert report["mismatched_pods"] == 0
+
+
+def test_no_maps_or_threads_are_left_behind(rates: tuple[float, float]) -> None:
+    import threading
+
+    rate, delete_s = rates
+    before = threading.active_count()
+    s = resolve(entries="500k", rate="100000", pods="2", horizon="2m", expired_fraction="0")
+    em.run(s, time_scale=60, real_rate=rate, delete_seconds=delete_s)
+    assert threading.active_count() <= before
+    # The maps were closed: none named ctsim_emu_* survives (checked through bpftool where present).
+    listing = subprocess.run(["sh", "-c", "command -v bpftool && bpftool map list"], capture_output=True, text=True)
+    assert "ctsim_emu" not in listing.stdout
+
+
+def test_a_scaled_model_is_the_same_model() -> None:
+    """Dividing every duration and the table by k divides every result time by k."""
+    full = resolve(entries="3M", pods="12", horizon="20m", expired_fraction="0", churn="0/s")
+    k = 10.0
+    fast = dataclasses.replace(full, entries=full.entries // 10, max_entries=full.max_entries // 10, time_scale=k)
+    a, b = simulate(full), simulate(fast)
+    assert [p.attempts for p in a.pods] == [p.attempts for p in b.pods]
+    for pa, pb in zip(a.pods, b.pods, strict=True):
+        if pa.ready_latency is None:
+            assert pb.ready_latency is None
+        else:
+            assert pb.ready_latency == pytest.approx(pa.ready_latency / k, rel=1e-6)

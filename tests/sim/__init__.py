@@ -1,0 +1,1 @@
+"""Tests of ctsim.sim: the simulated node, part by part and whole."""
