@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ctsim.defaults import CT_KEY_SIZES
 from ctsim.errors import InputError, run_cli
 from ctsim.files import check_writable, write_atomic
 from ctsim.options import Str, scenario_options
@@ -69,6 +68,7 @@ def emulate(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
 ) -> None:
     """Run the scenario, scaled down, on the real kernel and beside the simulator (needs root or CAP_BPF)."""
+    from ctsim.defaults import CT_KEY_SIZES
     from ctsim.kernel import calibrate as cal
     from ctsim.kernel import emulate as em
 
@@ -229,6 +229,7 @@ def calibrate(
 ) -> None:
     """Measure this kernel's CT walk rates on real, throwaway BPF maps (needs root or CAP_BPF)."""
     from ctsim.calibration import dump
+    from ctsim.defaults import CT_KEY_SIZES
     from ctsim.kernel import calibrate as cal
     from ctsim.quantity import parse_count
 

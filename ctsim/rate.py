@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import NamedTuple
 
 WAIT_SEMAPHORE_RESOLUTION = 10_000_000
@@ -42,9 +43,17 @@ class APILimiterParameters(NamedTuple):
 
 
 # Why wait() did not admit a request; it admits with the LimitedRequest itself.
-REFUSED = "429"  # no parallel slot within max_wait
-REFUSED_PACED = "429 paced"  # the token came too late; refused after sleeping the mean processing time
-CANCELLED = "cancelled"  # the caller's context ended while the request waited
+class Unanswered(StrEnum):
+    """Why a client got no answer from the handler: wait() did not admit it, or the client left first."""
+
+    REFUSED = "429"  # no parallel slot within max_wait
+    REFUSED_PACED = "429 paced"  # the token came too late; refused after sleeping the mean processing time
+    CANCELLED = "cancelled"  # the caller's context ended while the request waited
+    GONE = "gone"  # the client's context ended first, with the request past the limiter's waits or in the handler
+
+
+# The members by name, for the hot paths (a module global is read faster than an Enum attribute on 3.11).
+REFUSED, REFUSED_PACED, CANCELLED, GONE = Unanswered
 
 
 class TooManyRequests(Exception):
@@ -173,6 +182,23 @@ class LimiterCore:
         self.requests_scheduled += 1
         skip = self.params.skip_initial > 0 and self.requests_scheduled <= self.params.skip_initial
         return LimitedRequest(scheduled_at=now, skip=skip)
+
+    def schedule_played(self) -> None:
+        """``schedule`` for a request parking plays: counted, with no ``LimitedRequest`` until its pod resumes.
+
+        Parking runs only once skip-initial is spent, so no played request skips.
+        """
+        self.requests_scheduled += 1
+
+    def answered_at_once(self) -> None:
+        """Scheduled, admitted and ended with ``Error()`` in one instant (a DEL's 404): two counters move."""
+        self.requests_scheduled += 1
+        self.requests_processed += 1
+
+    def refused(self, paced: bool = False) -> None:
+        """A 429, whichever clock drove the wait; ``paced``: after sleeping the mean processing time."""
+        self.rejected += 1
+        self.paced += paced
 
     def _set_parallel(self, n: int) -> None:
         """The parallelism, and so the weight of a slot in the semaphore (read on every arrival)."""

@@ -6,10 +6,10 @@ They read the Result (or plan's document) and nothing else.
 from __future__ import annotations
 
 from ctsim.quantity import format_count, format_duration
-from ctsim.sim.result import COLLAPSE, DEGRADED, OK, Result, percentile
+from ctsim.sim.result import Result, Verdict, percentile
 from ctsim.term import Terminal
 
-_VERDICT_STYLE = {OK: "bold green", DEGRADED: "bold yellow", COLLAPSE: "bold red"}
+_VERDICT_STYLE = {Verdict.OK: "bold green", Verdict.DEGRADED: "bold yellow", Verdict.COLLAPSE: "bold red"}
 
 
 def _s(value: float | None) -> str:
@@ -107,11 +107,11 @@ def render(r: Result, console: Terminal | None = None) -> None:
     console.print()
 
     style = _VERDICT_STYLE.get(r.verdict, "bold")
-    if r.verdict == OK:
+    if r.verdict == Verdict.OK:
         why = "every pod Ready at its first attempt"
-    elif r.verdict == DEGRADED:
+    elif r.verdict == Verdict.DEGRADED:
         why = f"every pod Ready, the last after {_s(r.recovered_at)}; some only after failed attempts"
-    elif r.verdict == COLLAPSE:
+    elif r.verdict == Verdict.COLLAPSE:
         why = (
             f"{pods['requested'] - pods['ready']} pods still not Ready after {format_duration(s.horizon)} "
             "while attempts keep failing: the node does not recover"

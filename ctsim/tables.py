@@ -9,9 +9,9 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from ctsim.sim.result import COLLAPSE, DEGRADED, OK
+from ctsim.sim.result import Verdict
 
-_VERDICT_STYLE = {OK: "bold green", DEGRADED: "bold yellow", COLLAPSE: "bold red"}
+_VERDICT_STYLE = {Verdict.OK: "bold green", Verdict.DEGRADED: "bold yellow", Verdict.COLLAPSE: "bold red"}
 
 
 def render_calibration(doc: dict, output: str | None, console: Console | None = None) -> None:

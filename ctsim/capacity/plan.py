@@ -17,7 +17,7 @@ from ctsim.projection import FamilyWalk, max_entries_for_burst, safe_burst
 from ctsim.quantity import parse_count, parse_duration
 from ctsim.scenario import MAX_HORIZON, Scenario, resolve
 from ctsim.sim.model import Model, simulate
-from ctsim.sim.result import COLLAPSE, DEGRADED, OK, Result
+from ctsim.sim.result import Result, Verdict
 from ctsim.sizing import CTMapSizes
 
 DRIFT_HORIZON = "4d"
@@ -138,7 +138,7 @@ def smallest_collapsing_burst(facts: Facts, state: SteadyState, start: int) -> i
 
     def collapses(n: int) -> bool:
         if n not in seen:
-            seen[n] = burst_at(facts, state, n, horizon="1h").verdict == COLLAPSE
+            seen[n] = burst_at(facts, state, n, horizon="1h").verdict == Verdict.COLLAPSE
         return seen[n]
 
     lo, hi = 0, max(1, min(start, MAX_BURST_SEARCHED))
@@ -209,7 +209,7 @@ def plan(facts: Facts) -> dict[str, Any]:
             }
         )
     for rec in recommendations:
-        rec["helps"] = rec["outcome"]["verdict"] in (OK, DEGRADED)
+        rec["helps"] = rec["outcome"]["verdict"] in (Verdict.OK, Verdict.DEGRADED)
 
     collapse_burst = smallest_collapsing_burst(facts, adaptive, (fits or 0) + 1)
     return {

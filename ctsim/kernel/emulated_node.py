@@ -26,6 +26,7 @@ from ctsim.kernel.calibrate import FILL_CHUNK, ct_key
 from ctsim.kernel.threads import Clock, ThreadFIFOLock, ThreadLimiter
 from ctsim.rate import Cancelled, TooManyRequests, scaled
 from ctsim.scenario import Scenario
+from ctsim.sim.cni import AddOutcome
 from ctsim.sim.gc import GCPolicy
 from ctsim.sim.pod import backoff
 
@@ -225,11 +226,11 @@ class EmulatedNode:
         finally:
             ep.lock.release()
 
-    def put_endpoint(self, sandbox: EmuSandbox, deadline: float, done: threading.Event, out: list[str]) -> None:
+    def put_endpoint(self, sandbox: EmuSandbox, deadline: float, done: threading.Event, out: list[AddOutcome]) -> None:
         try:
             req = self.create.wait(deadline)
         except TooManyRequests:
-            out.append("429")
+            out.append(AddOutcome.TOO_MANY_REQUESTS)
             done.set()
             return
         except Cancelled:
@@ -262,7 +263,7 @@ class EmulatedNode:
         regenerated.wait(max(0.0, deadline - self.clock.now()))
         if regenerated.is_set() and regen_ok and regen_ok[0] and self.clock.now() < deadline:
             self.create.finish(req, success=True)
-            out.append("ok")
+            out.append(AddOutcome.OK)
             done.set()
             return
         scrubbed.wait()
@@ -280,18 +281,18 @@ class EmulatedNode:
         done.set()
 
     # The clients: cilium-cni under containerd, and kubelet.
-    def cni_add(self, sandbox: EmuSandbox) -> str:
+    def cni_add(self, sandbox: EmuSandbox) -> AddOutcome:
         deadline = self.clock.now() + self.deadline
         done, out = threading.Event(), []
         self.spawn(self.put_endpoint, sandbox, deadline, done, out)
         done.wait(max(0.0, deadline - self.clock.now()))
-        if done.is_set() and out == ["ok"]:
-            return "ok"
-        if done.is_set() and out == ["429"]:
+        if done.is_set() and out == [AddOutcome.OK]:
+            return AddOutcome.OK
+        if done.is_set() and out == [AddOutcome.TOO_MANY_REQUESTS]:
             self._count("add_429")
-            return "429"
+            return AddOutcome.TOO_MANY_REQUESTS
         self._count("add_timeouts")
-        return "timeout"
+        return AddOutcome.TIMEOUT
 
     def cni_del(self, sandbox: EmuSandbox) -> bool:
         deadline = self.clock.now() + self.teardown
@@ -310,7 +311,7 @@ class EmulatedNode:
                 pod.attempts += 1
                 sandbox = EmuSandbox()
                 outcome = self.cni_add(sandbox)
-                if outcome == "ok":
+                if outcome is AddOutcome.OK:
                     if clock.now() <= horizon:
                         pod.ready_at = clock.now()
                     return

@@ -126,7 +126,7 @@ class ThreadLimiter:
                 if clock.now() >= deadline:
                     raise Cancelled()
                 with self._mutex:
-                    core.rejected += 1
+                    core.refused()
                 raise TooManyRequests()
             req.weight = weight
         with self._mutex:
@@ -134,8 +134,7 @@ class ThreadLimiter:
             delay = core.reserve(now)
             if core.too_late(delay, now - req.scheduled_at):
                 core.cancel(now, now + delay)
-                core.rejected += 1
-                core.paced += mean > 0
+                core.refused(paced=mean > 0)
                 refused = True
             else:
                 refused = False

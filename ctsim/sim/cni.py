@@ -9,6 +9,7 @@ a later kubelet sync to tear down.
 from __future__ import annotations
 
 from collections.abc import Generator
+from enum import StrEnum
 from typing import NamedTuple
 
 import simpy
@@ -16,12 +17,17 @@ import simpy
 from ctsim.defaults import TEARDOWN_TIMEOUT
 from ctsim.rate import CANCELLED, REFUSED, REFUSED_PACED
 from ctsim.sim.clock import Deadline
-from ctsim.sim.endpoint import NOT_FOUND, OK, Sandbox, create_endpoint, delete_endpoint_fast, delete_endpoint_handler
+from ctsim.sim.endpoint import Answer, Sandbox, create_endpoint, delete_endpoint_fast, delete_endpoint_handler
 from ctsim.sim.limiter import APILimiter, Call, Handler
 from ctsim.sim.node import Node
 
-TOO_MANY_REQUESTS = "429"
-TIMEOUT = "timeout"
+
+class AddOutcome(StrEnum):
+    """How a CNI ADD ended, as kubelet sees it."""
+
+    OK = "ok"
+    TOO_MANY_REQUESTS = "429"
+    TIMEOUT = "timeout"
 
 
 class Arrived(NamedTuple):
@@ -63,22 +69,22 @@ def _call(limiter: APILimiter, ctx: simpy.Event, handler: Handler, arrived: Arri
 def cni_add(
     node: Node, sandbox: Sandbox, deadline_s: float, call: Call | None = None
 ) -> Generator[simpy.Event, object, str]:
-    """One CNI ADD; returns "ok", "429" or "timeout". ``call``: one already waiting in the limiter."""
+    """One CNI ADD, and how it ended. ``call``: one already waiting in the limiter."""
     c = node.counters
     if call is None:
         c.add_attempts += 1
         call = add_call(node, sandbox, deadline_s)
     answer = yield call
-    if isinstance(answer, simpy.Process) and answer.value == OK:
+    if isinstance(answer, simpy.Process) and answer.value is Answer.OK:
         c.add_ok += 1
-        return OK
+        return AddOutcome.OK
     if answer in (REFUSED, REFUSED_PACED):
         c.add_429 += 1
         c.add_429_paced += answer == REFUSED_PACED
-        return TOO_MANY_REQUESTS
+        return AddOutcome.TOO_MANY_REQUESTS
     c.add_cancelled_in_limiter += answer == CANCELLED
     c.add_timeouts += 1
-    return TIMEOUT
+    return AddOutcome.TIMEOUT
 
 
 def cni_del(node: Node, sandbox: Sandbox, call: Call | None = None) -> Generator[simpy.Event, object, bool]:
@@ -92,7 +98,7 @@ def cni_del(node: Node, sandbox: Sandbox, call: Call | None = None) -> Generator
         call = del_call(node, sandbox)
     answer = yield call
     if isinstance(answer, simpy.Process):
-        c.del_404 += answer.value == NOT_FOUND
+        c.del_404 += answer.value is Answer.NOT_FOUND
         return True
     c.del_timeouts += 1
     return False

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Generator
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 import simpy
 
@@ -20,9 +21,13 @@ from ctsim.sim.lock import FIFOLock
 from ctsim.sim.node import Node
 from ctsim.sim.walk import walk
 
-OK = "ok"
-FAILED = "failed"
-NOT_FOUND = "404"
+
+class Answer(StrEnum):
+    """What the agent's endpoint handlers answer."""
+
+    OK = "ok"
+    FAILED = "failed"  # the create gave up: errorDuringCreation
+    NOT_FOUND = "404"  # DELETE of an endpoint that is not there
 
 
 @dataclass
@@ -112,11 +117,11 @@ def create_endpoint(
     yield regeneration | ctx
     if regeneration.triggered and regeneration.value and env.now < deadline:
         node.endpoint_create.finish(req, success=True)
-        return OK
+        return Answer.OK
     # errorDuringCreation: the client is gone; remove what was made (second scrub).
     yield from delete_endpoint(node, ep, deadline)
     node.endpoint_create.finish(req, success=False)
-    return FAILED
+    return Answer.FAILED
 
 
 def delete_endpoint_fast(node: Node, sandbox: Sandbox) -> bool:
@@ -147,4 +152,4 @@ def delete_endpoint_handler(
         assert sandbox.endpoint is not None
         found = yield from delete_endpoint(node, sandbox.endpoint, deadline)
     node.endpoint_delete.finish(req, success=found)  # a 404 is r.Error(): no re-tuning
-    return OK if found else NOT_FOUND
+    return Answer.OK if found else Answer.NOT_FOUND

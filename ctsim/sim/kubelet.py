@@ -13,8 +13,8 @@ from typing import cast
 
 import simpy
 
-from ctsim.sim.cni import cni_add, cni_del
-from ctsim.sim.endpoint import OK, Sandbox
+from ctsim.sim.cni import AddOutcome, cni_add, cni_del
+from ctsim.sim.endpoint import Sandbox
 from ctsim.sim.limiter import Call
 from ctsim.sim.node import Node
 from ctsim.sim.parking import Parking, Resume
@@ -81,7 +81,7 @@ def pod_worker(
             assert sandbox is not None
             outcome = yield from cni_add(node, sandbox, deadline_s, call)
             call = None
-            if outcome == OK:
+            if outcome is AddOutcome.OK:
                 pod.ready_at = env.now
                 return
             pod.failures += 1

@@ -1,27 +1,21 @@
 """Cilium's API rate limiter (``pkg/rate/api_limiter.go``, v1.16.5) on simulated time.
 
-``wait()`` admits a request in this order: the first ``skip_initial`` requests
-the agent ever schedules pass untouched; then the request waits for one of
-``parallel_requests`` slots (``x/sync/semaphore``, FIFO) for at most
-``max_wait`` (timeout: HTTP 429, no token used); then it reserves a token
-(``x/time/rate``). If the token's delay plus the time already spent waiting
-exceeds ``max_wait``, the reservation is cancelled and the handler sleeps the
-mean processing duration *holding its slot* before answering 429 (it paces
-callers that retry at once). Every error path calls ``requestFinished`` with
-the error: the slot is freed and nothing is re-tuned. Only a request the
-handler ends with ``Done()`` feeds AutoAdjust, which rescales rate, burst and
-parallelism from the mean of the last ``mean_over`` processing times.
+``wait()``'s order and AutoAdjust are ``ctsim.rate.LimiterCore``'s (see its
+docstring); here a request waits for its slot (``ctsim.sim.semaphore``), its
+token and its client's context on SimPy's clock, driven by callbacks.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Generator
+from enum import Enum
 
 import simpy
 from simpy.events import PENDING
 
 from ctsim.rate import (
     CANCELLED,
+    GONE,
     REFUSED,
     REFUSED_PACED,
     WAIT_SEMAPHORE_RESOLUTION,
@@ -54,9 +48,7 @@ class APILimiter:
         """
         if not self.has_room():
             return False
-        core = self.core  # schedule, admit and finish with an error: two counters move
-        core.requests_scheduled += 1
-        core.requests_processed += 1
+        self.core.answered_at_once()
         return True
 
     def call(self, ctx: simpy.Event, handler: Handler) -> Call:
@@ -74,8 +66,23 @@ class APILimiter:
             lazy.changed()
 
 
+class CallState(Enum):
+    """Where a call is: arrived, waiting for a slot or a token, sleeping before a paced 429, in the handler, ended."""
+
+    NEW = "new"
+    SEMAPHORE = "waiting for a slot"
+    GRANTED = "granted a slot"
+    PACED = "sleeping the mean processing time before a 429"
+    TOKEN = "waiting for a token"
+    TOKEN_TAKEN = "token taken"
+    ADMITTED = "in the handler"
+    ENDED = "ended"  # refused, cancelled, or gone: the slot (if any) is given back
+
+
+# The members by name, for the hot paths (a module global is read faster than an Enum attribute on 3.11).
+NEW, SEMAPHORE, GRANTED, PACED, TOKEN, TOKEN_TAKEN, ADMITTED, ENDED = CallState
+
 Handler = Callable[[LimitedRequest], Generator[simpy.Event, object, object]]
-GONE = "gone"  # the client's context ended first, with the request past the limiter's waits or in the handler
 
 
 class Call(simpy.Event):
@@ -100,7 +107,7 @@ class Call(simpy.Event):
     def __init__(self, limiter: APILimiter, ctx: simpy.Event, handler: Handler) -> None:
         super().__init__(limiter.env)
         self.limiter, self._ctx, self._handler = limiter, ctx, handler
-        self.state = "new"
+        self.state = NEW
         ctx.callbacks.append(self._ctx_done)  # type: ignore[union-attr]  # the client's `handler | ctx`
         self._arrive()
 
@@ -119,7 +126,7 @@ class Call(simpy.Event):
         self.limiter, self._ctx, self._handler = limiter, ctx, handler
         arrived_at = order[0]
         self.req, self.order = LimitedRequest(scheduled_at=arrived_at), order
-        self.state, self.weight, self.abandoned, self.mean = "semaphore", weight, False, mean
+        self.state, self.weight, self.abandoned, self.mean = SEMAPHORE, weight, False, mean
         ctx.callbacks.append(self._ctx_done)  # type: ignore[union-attr]
         max_wait = limiter.core.params.max_wait
         if max_wait > 0:
@@ -152,7 +159,7 @@ class Call(simpy.Event):
         self.mean = core.mean_processing  # read when scheduled, as wait() does
         weight = core.slot_weight
         if weight and not limiter.semaphore.try_acquire(weight):
-            self.state, self.weight, self.abandoned = "semaphore", weight, False
+            self.state, self.weight, self.abandoned = SEMAPHORE, weight, False
             limiter.semaphore.enqueue(self)
             max_wait = core.params.max_wait
             if max_wait > 0:
@@ -170,7 +177,7 @@ class Call(simpy.Event):
         if self.limiter.core.bucket is not None or not isinstance(ctx, Deadline) or ctx.at <= self.env.now:
             self._arm_ctx()
         self.req.weight = self.weight
-        self.state = "granted"  # from here on, the context counts only while waiting for the token
+        self.state = GRANTED  # from here on, the context counts only while waiting for the token
         self._after_hops(2, lambda: self._reserve(woken=True))  # the grant, then the handler's select
 
     def _reserve(self, woken: bool = False) -> None:
@@ -181,14 +188,14 @@ class Call(simpy.Event):
         if core.too_late(delay, waited):
             core.cancel(env.now, env.now + delay)
             if self.mean > 0:
-                self.state = "paced"  # time.Sleep: holds the slot, ignores the context
+                self.state = PACED  # time.Sleep: holds the slot, ignores the context
                 env.timeout(self.mean).callbacks.append(self._paced_done)  # type: ignore[union-attr]
                 return
-            core.rejected += 1
+            core.refused()
             self._refuse(REFUSED)
             return
         if delay > 0:
-            self.state, self._token_at = "token", env.now + delay
+            self.state, self._token_at = TOKEN, env.now + delay
             if self._ctx.processed:
                 self._leave_token()
                 return
@@ -200,13 +207,13 @@ class Call(simpy.Event):
         """The client gives up; a handler still waiting in the limiter gives back its place and errors."""
         if self.triggered:
             return
-        if self.state == "semaphore":
+        if self.state is SEMAPHORE:
             self._fire_now(CANCELLED)
-            if self.state == "semaphore":  # the handler sees its context done: leaves the queue, errors out
+            if self.state is SEMAPHORE:  # the handler sees its context done: leaves the queue, errors out
                 self.limiter.semaphore.abandon(self)
-                self.state = CANCELLED
+                self.state = ENDED
                 self.limiter.finish(self.req, success=False)
-        elif self.state == "token":
+        elif self.state is TOKEN:
             self._fire(CANCELLED)
             self._after_hops(1, self._leave_token)
         else:
@@ -218,31 +225,29 @@ class Call(simpy.Event):
 
     def _leave(self, undo: Callable[[], None]) -> None:
         """The handler sees its context done: gives back its place and errors out (its client is gone)."""
-        if self.state in ("semaphore", "token"):
+        if self.state is SEMAPHORE or self.state is TOKEN:
             undo()
-            self.state = CANCELLED
+            self.state = ENDED
             self.limiter.finish(self.req, success=False)
 
     def _max_wait_done(self, _: simpy.Event) -> None:
         """No slot within ``max_wait``: 429, no token used; the client hears at once."""
-        if self.state != "semaphore":
+        if self.state is not SEMAPHORE:
             return
         self.limiter.semaphore.abandon(self)
-        self.limiter.core.rejected += 1
-        self.state = REFUSED
+        self.limiter.core.refused()
+        self.state = ENDED
         self.limiter.finish(self.req, success=False)
         self._drop_unarmed_ctx()
         self._fire_now(REFUSED)
 
     def _paced_done(self, _: simpy.Event) -> None:
-        core = self.limiter.core
-        core.rejected += 1
-        core.paced += 1
+        self.limiter.core.refused(paced=True)
         self._refuse(REFUSED_PACED)
 
     def _token_done(self, _: simpy.Event) -> None:
-        if self.state == "token":
-            self.state = "token taken"
+        if self.state is TOKEN:
+            self.state = TOKEN_TAKEN
             self._after_hops(1, lambda: self._admit(woken=True))
 
     def _admit(self, woken: bool = False) -> None:
@@ -253,7 +258,7 @@ class Call(simpy.Event):
         handler's start event would run next, so its first step runs here
         instead (``clock.process_now``).
         """
-        self.state = "admitted"
+        self.state = ADMITTED
         env = self.env
         req = self.limiter.core.admitted(env.now, self.req)
         handler = self._handler(req)
@@ -278,7 +283,7 @@ class Call(simpy.Event):
 
     def _refuse(self, why: str) -> None:
         """The handler returns the error; its client hears it two hops later (process end, condition)."""
-        self.state = why
+        self.state = ENDED
         self.limiter.finish(self.req, success=False)
         self._after_hops(1, lambda: self._handled_error(why))
 

@@ -187,7 +187,7 @@ class Parking:
             # of a storm's steps, played here as ``_play`` would (``_time_out``, then the DEL step).
             c.del_timeouts += 1
             c.del_calls += 1
-            core.requests_scheduled += 1
+            core.schedule_played()
             p.number, p.arrived, p.end = next(ARRIVALS), t, (end := t + teardown_s)
             p.t = t = end + jitter(p.pod.rng.next_after()) / time_scale
             p.mean, p.weight = mean, weight
@@ -216,7 +216,7 @@ class Parking:
         """One parked pod's steps at ``p.t``, as ``kubelet.pod_worker`` and ``cni`` take them."""
         t, pod, c, phase = p.t, p.pod, self.node.counters, p.phase
         if phase is ADD:  # max_wait: 429, no token used; the teardown's DEL at once
-            self.create.core.rejected += 1
+            self.create.core.refused()
             c.add_429 += 1
             pod.failures += 1
             step = DEL_AFTER_ADD
@@ -229,7 +229,7 @@ class Parking:
                 c.del_calls += 1
                 if not delete_room:  # queued until containerd gives up; then a back-off
                     core = self.delete.core
-                    core.requests_scheduled += 1
+                    core.schedule_played()
                     p.phase, p.arrived, p.number, p.end = step, t, next(ARRIVALS), t + self.teardown_s
                     p.t = p.end + jitter(pod.rng.peek()) / self._time_scale
                     p.mean, p.weight = core.mean_processing, self._weights[1]
@@ -250,7 +250,7 @@ class Parking:
                 pod.attempt_times.append(t)
                 p.sandbox = Sandbox(pod=pod.index, attempt=pod.attempts)
                 c.add_attempts += 1
-                core.requests_scheduled += 1
+                core.schedule_played()
                 p.phase, p.arrived, p.number, p.t = ADD, t, next(ARRIVALS), t + self.max_wait
                 p.end, p.mean, p.weight = p.t, core.mean_processing, self._weights[0]
                 p.key = key = next(self._keys)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from ctsim.projection import FamilyWalk, scrub_seconds
@@ -12,7 +13,14 @@ from ctsim.sim.gc import GCHistory
 from ctsim.sim.node import Counters
 from ctsim.sim.pod import Pod
 
-OK, DEGRADED, COLLAPSE, UNFINISHED = "ok", "degraded", "collapse", "unfinished"
+
+class Verdict(StrEnum):
+    """What a run says of the burst (README, "Reading the output")."""
+
+    OK = "ok"  # every pod Ready at its first attempt
+    DEGRADED = "degraded"  # every pod Ready, some after failed attempts
+    COLLAPSE = "collapse"  # pods still not Ready at the horizon while attempts keep failing
+    UNFINISHED = "unfinished"  # the horizon ended before some pod's first attempt did
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -25,13 +33,13 @@ def percentile(values: list[float], q: float) -> float | None:
     return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 
-def verdict(pods: list[Pod]) -> str:
+def verdict(pods: list[Pod]) -> Verdict:
     """ok / degraded when every pod is Ready; unfinished while some pod's first attempt has not ended."""
     if all(p.ready for p in pods):
-        return OK if all(p.attempts == 1 for p in pods) else DEGRADED
+        return Verdict.OK if all(p.attempts == 1 for p in pods) else Verdict.DEGRADED
     if any(not p.ready and not p.failures for p in pods):
-        return UNFINISHED
-    return COLLAPSE
+        return Verdict.UNFINISHED
+    return Verdict.COLLAPSE
 
 
 def _spread(values: list[float]) -> dict[str, float | None]:
@@ -69,7 +77,7 @@ class Advice:
 @dataclass
 class Result:
     scenario: Scenario
-    verdict: str
+    verdict: Verdict
     families: list[FamilyResult]
     walks: list[FamilyWalk]  # each family's walk at t=0
     pods: list[Pod]
