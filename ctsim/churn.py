@@ -12,7 +12,8 @@ import re
 from dataclasses import dataclass
 
 from ctsim.errors import InputError
-from ctsim.quantity import format_duration, format_rate, parse_duration, parse_rate
+from ctsim.floats import left_sum
+from ctsim.quantity import format_duration, format_rate, parse_duration, parse_rate, split_list
 
 
 @dataclass(frozen=True)
@@ -27,7 +28,7 @@ class ChurnSchedule:
 
     @functools.cached_property
     def period(self) -> float:
-        return sum(d for _, d in self.segments)
+        return left_sum(d for _, d in self.segments)
 
     def rate_at(self, t: float) -> float:
         if self.constant:
@@ -72,9 +73,9 @@ _SEGMENT_RE = re.compile(r"^\s*(\S+)\s+for\s+(\S+)\s*$")
 
 def parse_churn(text: str) -> ChurnSchedule:
     """``50000/min`` or ``50000/min for 8h, 500/min for 16h`` (a repeating day)."""
-    parts = [p for p in text.split(",") if p.strip()]
-    if not parts:
+    if not text.strip():
         raise InputError("--churn: empty schedule")
+    parts = split_list(text, "--churn")
     if len(parts) == 1 and " for " not in parts[0]:
         return ChurnSchedule(((parse_rate(parts[0], "--churn"), float("inf")),))
     segments = []

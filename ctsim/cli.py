@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ctsim.errors import InputError, run_cli
-from ctsim.files import check_writable, write_atomic
+from ctsim.files import check_distinct, check_writable, write_atomic
 from ctsim.options import Str, scenario_options
 
 if TYPE_CHECKING:
@@ -134,6 +134,8 @@ def sweep(
         base.update(file_base)
     for axis in grid or []:
         name, values = sw.parse_axis(axis)
+        if name in axes:
+            raise InputError(f"--grid: axis {name!r} given twice (by --grid or --grid-file); give each axis once")
         axes[name] = values
     if not axes:
         raise InputError("sweep: give at least one --grid NAME=V1,V2,... or a --grid-file")
@@ -142,6 +144,7 @@ def sweep(
     if heatmap and value not in sw.HEATMAP_VALUES:
         raise InputError(f"--value: {value!r} is not a numeric row output ({', '.join(sw.HEATMAP_VALUES)})")
     # Every output is checked before the work starts: no traceback after minutes of simulating.
+    check_distinct({"--csv": csv_path, "--output": output, "--heatmap": heatmap})
     if csv_path is not None:
         check_writable(csv_path, "--csv")
     if output is not None:
@@ -231,13 +234,11 @@ def calibrate(
     from ctsim.calibration import dump
     from ctsim.defaults import CT_KEY_SIZES
     from ctsim.kernel import calibrate as cal
-    from ctsim.quantity import parse_count
+    from ctsim.quantity import parse_count, split_list
 
     if family not in CT_KEY_SIZES:
         raise InputError(f"--family: must be ipv4 or ipv6, got {family!r}")
-    size_list = [s for s in sizes.split(",") if s.strip()]
-    if not size_list:
-        raise InputError("--sizes: give at least one map size, e.g. 64Ki,256Ki,1Mi")
+    size_list = split_list(sizes, "--sizes")
     plan = cal.Plan(
         entries=parse_count(entries, "--entries", minimum=1024, maximum=cal.MAX_ENTRIES),
         trials=trials,

@@ -2,12 +2,20 @@
 
 Every command checks its output paths before it starts working (a sweep or a
 calibration must not end in a traceback after minutes of work), and reads
-input files through one capped reader (``/dev/zero`` is a file too).
+input files through one capped reader. These run as root on production
+nodes, so: an input that is not a regular file (a FIFO, a socket, a device)
+is refused before it can block; an output that is a character device or a
+FIFO (``/dev/null``, ``/dev/stdout``, a pipe) is written straight into,
+never replaced by a regular file; any other non-regular output is refused.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
+import stat
+import tempfile
 from pathlib import Path
 
 from ctsim.errors import InputError
@@ -15,18 +23,44 @@ from ctsim.errors import InputError
 MAX_INPUT_BYTES = 1 << 20  # calibration files and grid files are a few KiB
 
 
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    return "not a regular file"
+
+
 def read_text(path: str, flag: str, limit: int = MAX_INPUT_BYTES) -> str:
-    """The file's text, or one InputError line: missing, a directory, unreadable, too big, not UTF-8."""
-    p = Path(path)
+    """The file's text, or one InputError line: missing, not a regular file, unreadable, too big, not UTF-8."""
+    if not path or not path.strip():
+        raise InputError(f"{flag}: empty path")
     try:
-        if p.is_dir():
-            raise InputError(f"{flag}: {path} is a directory, not a file")
-        with p.open("rb") as f:
-            data = f.read(limit + 1)
+        # O_NONBLOCK: opening a FIFO with no writer must not wait for one; the fstat below refuses it.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
         raise InputError(f"{flag}: no such file: {path}") from None
+    except IsADirectoryError:
+        raise InputError(f"{flag}: {path} is a directory, not a file") from None
     except OSError as exc:
         raise InputError(f"{flag}: cannot read {path}: {exc.strerror or exc}") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        if stat.S_ISDIR(mode):
+            raise InputError(f"{flag}: {path} is a directory, not a file")
+        raise InputError(f"{flag}: {path} is {_kind(mode)}, not a regular file")
+    with os.fdopen(fd, "rb") as f:
+        try:
+            data = f.read(limit + 1)
+        except OSError as exc:
+            raise InputError(f"{flag}: cannot read {path}: {exc.strerror or exc}") from None
     if len(data) > limit:
         raise InputError(f"{flag}: {path} is larger than {limit:,} bytes; is it the right file?")
     try:
@@ -35,31 +69,104 @@ def read_text(path: str, flag: str, limit: int = MAX_INPUT_BYTES) -> str:
         raise InputError(f"{flag}: {path} is not UTF-8 text") from None
 
 
+def _streamed(mode: int) -> bool:
+    """Written straight into, never replaced: a character device or a FIFO."""
+    return stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)
+
+
+def _open_stream(path: str) -> int:
+    """A FIFO opens only if someone reads it (O_NONBLOCK: ENXIO instead of waiting forever)."""
+    fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    os.set_blocking(fd, True)  # once open, write as a pipe is written: wait for the reader
+    return fd
+
+
 def check_writable(path: str, flag: str, suffix: str | None = None) -> None:
     """Fails now, in one line, if ``path`` could not be written later."""
     if not path or not path.strip():
         raise InputError(f"{flag}: empty path")
     p = Path(path)
+    try:
+        mode: int | None = p.stat().st_mode
+    except FileNotFoundError:
+        mode = None
+    except OSError as exc:
+        raise InputError(f"{flag}: cannot use {path}: {exc.strerror or exc}") from None
+    if mode is not None and stat.S_ISDIR(mode):
+        raise InputError(f"{flag}: {path} is a directory; name a file")
+    if mode is not None and _streamed(mode):
+        # Not opened here: closing a FIFO would end its reader's input before anything was written.
+        if not os.access(p, os.W_OK):
+            raise InputError(f"{flag}: {path} is not writable")
+        return
+    if mode is not None and not stat.S_ISREG(mode):
+        raise InputError(f"{flag}: {path} is {_kind(mode)}; name a regular file")
     if suffix is not None and p.suffix.lower() != suffix:
         raise InputError(f"{flag}: {path} must end in {suffix}")
-    if p.is_dir():
-        raise InputError(f"{flag}: {path} is a directory; name a file")
     parent = p.parent if str(p.parent) else Path(".")
     if not parent.is_dir():
         raise InputError(f"{flag}: directory {parent} does not exist")
-    if p.exists() and not os.access(p, os.W_OK):
+    if mode is not None and not os.access(p, os.W_OK):
         raise InputError(f"{flag}: {path} is not writable")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise InputError(f"{flag}: cannot write in {parent}")
+    # Root passes every os.access check; /proc, sysfs or a read-only mount still refuse a new file. Try one.
+    try:
+        with tempfile.NamedTemporaryFile(dir=parent, prefix=f".{p.name}.", suffix=".check"):
+            pass
+    except OSError as exc:
+        raise InputError(f"{flag}: cannot write {path}: {parent} takes no new files ({exc.strerror or exc})") from None
+
+
+def check_distinct(paths: dict[str, str | None]) -> None:
+    """Two outputs of one command never name the same file (one would overwrite the other)."""
+    seen: dict[str, str] = {}
+    for flag, path in paths.items():
+        if not path:
+            continue
+        key = os.path.realpath(path)
+        if (key in seen and not os.path.exists(key)) or (key in seen and not _streamed(os.stat(key).st_mode)):
+            raise InputError(f"{flag}: {path} is also {seen[key]}'s file; give each output its own")
+        seen.setdefault(key, flag)
 
 
 def write_atomic(path: str, text: str) -> None:
-    """Writes through a temporary file in the same directory: a reader never sees half of it."""
+    """A regular file through a temporary one beside it (a reader never sees half); a device or FIFO directly."""
     target = Path(path)
-    tmp = target.with_name(f".{target.name}.tmp")
+    data = text.encode()
     try:
-        tmp.write_text(text)
-        tmp.replace(target)
+        mode: int | None = target.stat().st_mode
+    except FileNotFoundError:
+        mode = None
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
         raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None
+    if mode is not None and _streamed(mode):
+        try:
+            fd = _open_stream(path)
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+        except OSError as exc:
+            why = "no process reads it" if exc.errno == errno.ENXIO else exc.strerror or str(exc)
+            raise InputError(f"cannot write {path}: {why}") from None
+        return
+    if mode is not None and not stat.S_ISREG(mode):
+        raise InputError(f"cannot write {path}: it is {_kind(mode)}, not a regular file")
+    tmp: str | None = None
+    try:
+        fd, tmp = tempfile.mkstemp(dir=target.parent if str(target.parent) else ".", prefix=f".{target.name}.")
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        if mode is not None:
+            os.chmod(tmp, stat.S_IMODE(mode))  # the file keeps its permissions
+        else:
+            os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, target)
+    except OSError as exc:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

@@ -20,6 +20,8 @@ import math
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from ctsim.floats import left_sum
+
 
 def walk_seconds(entries: float, rate: float, deletes: float = 0.0, delete_seconds: float = 0.0) -> float:
     """Seconds for one full walk of ``entries`` at ``rate`` entries/s, with deletes."""
@@ -50,7 +52,7 @@ class FamilyWalk(NamedTuple):
 
 def scrub_seconds(walks: Sequence[FamilyWalk]) -> float:
     """One full scrub on an idle node: every family's walk, one after the other."""
-    return sum(w.seconds for w in walks)
+    return left_sum(w.seconds for w in walks)
 
 
 def _burst_lines(walks: Sequence[FamilyWalk]) -> list[tuple[float, float]]:

@@ -198,3 +198,13 @@ def format_rate(per_second: float) -> str:
     if abs(per_minute - round(per_minute)) < 1e-6:
         return f"{round(per_minute):,}/min"
     return f"{per_second:,.3g}/s"
+
+
+def split_list(text: str, flag: str) -> list[str]:
+    """``a, b,c`` → [a, b, c]: the one rule for comma lists. An empty item (``a,,b``, a trailing comma) is an error."""
+    items = [item.strip() for item in text.split(",")]
+    if not any(items):
+        raise InputError(f"{flag}: empty list")
+    if not all(items):
+        raise InputError(f"{flag}: empty item in {text.strip()!r} (a doubled or trailing comma?)")
+    return items

@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import NamedTuple
 
+from ctsim.floats import left_sum
+
 WAIT_SEMAPHORE_RESOLUTION = 10_000_000
 
 
@@ -240,7 +242,7 @@ class LimiterCore:
         durations.append(now - (req.start if req.start is not None else now))
         if len(durations) > self.params.mean_over:
             durations.popleft()
-        self.mean_processing = sum(durations) / len(durations)
+        self.mean_processing = left_sum(durations) / len(durations)
         if self.params.auto_adjust and self.params.estimated_processing:
             self._adjust(now, self.mean_processing)
         return True

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
+import os
 import resource
 import shlex
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -47,8 +49,15 @@ def _files(tmp: Path) -> dict[str, str]:
         "unknown_flag_toml": "[grid]\nbogus = [1, 2]\n",
         "empty_axis_toml": "[grid]\npods = []\n",
         "nested_toml": "[grid]\npods = [[1, 2], [3]]\n",
+        "dup_axis_toml": '[grid]\ngc-interval = ["60s"]\ngc_interval = ["5m"]\n',
+        "dup_base_toml": '[base]\npods = 5\n--pods = 6\n[grid]\nentries = ["0", "1M"]\n',
+        "pods_axis_toml": "[grid]\npods = [1, 2]\n",
     }
-    out = {"tmp": str(tmp)}
+    out = {"tmp": str(tmp), "fifo": str(tmp / "fifo"), "sock": str(tmp / "sock")}
+    os.mkfifo(out["fifo"])  # nobody writes it: opening it to read would block forever
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(out["sock"])  # a socket file; closed at once, the path stays
+    listener.close()
     for name, text in texts.items():
         path = tmp / (name.rsplit("_", 1)[0] + "." + name.rsplit("_", 1)[1])
         path.write_text(text)

@@ -66,12 +66,32 @@ def _values(name: str, values: list[str], where: str) -> list[str]:
 
 
 def parse_axis(text: str) -> tuple[str, list[str]]:
-    """``entries=1M,4M,16M`` → ("entries", ["1M", "4M", "16M"])."""
+    """``entries=1M,4M,16M`` → ("entries", ["1M", "4M", "16M"]).
+
+    A value that holds a comma (a churn schedule) is double-quoted:
+    ``churn="50000/min for 8h, 500/min for 16h",500/min``. An empty value,
+    or a schedule's segment split off unquoted, is an error, never a point.
+    """
     name, sep, values = text.partition("=")
     if not sep:
         raise InputError(f"--grid: expected NAME=V1,V2,..., got {text!r}")
     name = _flag_name(name, "--grid")
-    return name, _values(name, [v.strip() for v in values.split(",") if v.strip()], "--grid")
+    try:
+        rows = list(csv.reader([values], skipinitialspace=True, strict=True))
+    except csv.Error as exc:
+        raise InputError(f"--grid {name}: cannot read {values!r}: {exc}") from None
+    items = [v.strip() for v in rows[0]] if rows else []
+    if not any(items):
+        raise InputError(f"--grid: axis {name!r} has no values")
+    if not all(items):
+        raise InputError(f"--grid {name}: empty value in {values.strip()!r} (a doubled or trailing comma?)")
+    quoted = '"' in values
+    if name == "churn" and len(items) > 1 and not quoted and any(" for " in v for v in items):
+        raise InputError(
+            f"--grid churn: {values.strip()!r} splits a schedule at its commas; quote each schedule: "
+            f'churn="{values.strip()}" (or use a --grid-file)'
+        )
+    return name, _values(name, items, "--grid")
 
 
 def _scalar(value: Any, where: str) -> str:
@@ -100,10 +120,14 @@ def load_grid_file(path: str) -> tuple[dict[str, Any], dict[str, list[str]]]:
     base: dict[str, Any] = {}
     for key, value in base_doc.items():
         name = _flag_name(key, "--grid-file [base]")
+        if name in base:
+            raise InputError(f"--grid-file [base]: {name!r} given twice ({key!r})")
         base[name] = _scalar(value, f"--grid-file [base] {key}")
     axes: dict[str, list[str]] = {}
     for key, values in grid_doc.items():
         name = _flag_name(key, "--grid-file [grid]")
+        if name in axes:
+            raise InputError(f"--grid-file [grid]: axis {name!r} given twice ({key!r})")
         if not isinstance(values, list):
             raise InputError(f"--grid-file [grid] {key}: expected a list such as [5, 10, 50], got {values!r}")
         axes[name] = _values(name, [_scalar(v, f"--grid-file [grid] {key}") for v in values], "--grid-file")

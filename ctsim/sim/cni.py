@@ -30,6 +30,11 @@ class AddOutcome(StrEnum):
     TIMEOUT = "timeout"
 
 
+# The members as module globals for the hot paths: an Enum attribute costs ~70 ns on 3.11, a global ~6 ns.
+_ADD_OK, _ADD_429, _ADD_TIMEOUT = AddOutcome
+_ANSWERED_OK, _NOT_FOUND = Answer.OK, Answer.NOT_FOUND
+
+
 class Arrived(NamedTuple):
     """When a call reached its limiter (time, arrival number), and what it was given then: slot weight, mean read."""
 
@@ -75,16 +80,16 @@ def cni_add(
         c.add_attempts += 1
         call = add_call(node, sandbox, deadline_s)
     answer = yield call
-    if isinstance(answer, simpy.Process) and answer.value is Answer.OK:
+    if isinstance(answer, simpy.Process) and answer.value is _ANSWERED_OK:
         c.add_ok += 1
-        return AddOutcome.OK
+        return _ADD_OK
     if answer in (REFUSED, REFUSED_PACED):
         c.add_429 += 1
         c.add_429_paced += answer == REFUSED_PACED
-        return AddOutcome.TOO_MANY_REQUESTS
+        return _ADD_429
     c.add_cancelled_in_limiter += answer == CANCELLED
     c.add_timeouts += 1
-    return AddOutcome.TIMEOUT
+    return _ADD_TIMEOUT
 
 
 def cni_del(node: Node, sandbox: Sandbox, call: Call | None = None) -> Generator[simpy.Event, object, bool]:
@@ -98,7 +103,7 @@ def cni_del(node: Node, sandbox: Sandbox, call: Call | None = None) -> Generator
         call = del_call(node, sandbox)
     answer = yield call
     if isinstance(answer, simpy.Process):
-        c.del_404 += answer.value is Answer.NOT_FOUND
+        c.del_404 += answer.value is _NOT_FOUND
         return True
     c.del_timeouts += 1
     return False

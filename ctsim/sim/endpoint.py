@@ -30,6 +30,10 @@ class Answer(StrEnum):
     NOT_FOUND = "404"  # DELETE of an endpoint that is not there
 
 
+# The members as module globals for the hot paths: an Enum attribute costs ~70 ns on 3.11, a global ~6 ns.
+_OK, _FAILED, _NOT_FOUND = Answer
+
+
 @dataclass
 class Endpoint:
     """A pod's endpoint in the agent; its lock is the endpoint's own write lock."""
@@ -117,11 +121,11 @@ def create_endpoint(
     yield regeneration | ctx
     if regeneration.triggered and regeneration.value and env.now < deadline:
         node.endpoint_create.finish(req, success=True)
-        return Answer.OK
+        return _OK
     # errorDuringCreation: the client is gone; remove what was made (second scrub).
     yield from delete_endpoint(node, ep, deadline)
     node.endpoint_create.finish(req, success=False)
-    return Answer.FAILED
+    return _FAILED
 
 
 def delete_endpoint_fast(node: Node, sandbox: Sandbox) -> bool:
@@ -152,4 +156,4 @@ def delete_endpoint_handler(
         assert sandbox.endpoint is not None
         found = yield from delete_endpoint(node, sandbox.endpoint, deadline)
     node.endpoint_delete.finish(req, success=found)  # a 404 is r.Error(): no re-tuning
-    return Answer.OK if found else Answer.NOT_FOUND
+    return _OK if found else _NOT_FOUND

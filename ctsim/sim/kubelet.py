@@ -20,6 +20,8 @@ from ctsim.sim.node import Node
 from ctsim.sim.parking import Parking, Resume
 from ctsim.sim.pod import ADD, BACK_OFF, DEL_AFTER_ADD, DEL_STALE, Pod, backoff
 
+_ADD_OK = AddOutcome.OK  # a module global: read faster than the Enum attribute on 3.11
+
 
 def pod_worker(
     node: Node, pod: Pod, deadline_s: float, parking: Parking | None = None
@@ -81,7 +83,7 @@ def pod_worker(
             assert sandbox is not None
             outcome = yield from cni_add(node, sandbox, deadline_s, call)
             call = None
-            if outcome is AddOutcome.OK:
+            if outcome is _ADD_OK:
                 pod.ready_at = env.now
                 return
             pod.failures += 1

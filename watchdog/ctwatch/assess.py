@@ -17,6 +17,7 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 
 from ctsim.defaults import DEFAULT_REGENERATION
+from ctsim.floats import left_sum
 from ctsim.projection import FamilyWalk, burst_seconds, max_entries_for_burst, safe_burst
 from ctwatch.readings import CT_MAPS, MapReading, SourceResult
 
@@ -197,12 +198,12 @@ def _eta(history: deque[tuple[float, int]], limit: int) -> float:
     if len(history) < 2:
         return math.inf
     n = len(history)
-    mean_t = sum(t for t, _ in history) / n
-    mean_e = sum(e for _, e in history) / n
-    var = sum((t - mean_t) ** 2 for t, _ in history)
+    mean_t = left_sum(t for t, _ in history) / n
+    mean_e = left_sum(e for _, e in history) / n
+    var = left_sum((t - mean_t) ** 2 for t, _ in history)
     if var <= 0:
         return math.inf
-    slope = sum((t - mean_t) * (e - mean_e) for t, e in history) / var
+    slope = left_sum((t - mean_t) * (e - mean_e) for t, e in history) / var
     if slope <= 0:
         return math.inf
     return (limit - entries) / slope

@@ -225,16 +225,22 @@ class Serving:
 
 def _run(watcher: Watcher, collector: SnapshotCollector, registry: CollectorRegistry, serving: Serving) -> None:
     """Collect once and print, or serve and collect every ``period`` until SIGTERM."""
-    from prometheus_client import generate_latest, write_to_textfile
+    from prometheus_client import generate_latest
 
+    from ctsim.files import write_atomic
     from ctwatch.logs import log_event
     from ctwatch.web import serve
 
     once, textfile, listen, period = serving.once, serving.textfile, serving.listen, serving.period
     if once:
-        collector.update(watcher.collect())
+        snapshot = watcher.collect()
+        collector.update(snapshot)
+        if not snapshot.families:  # a node without Cilium, or with its maps out of reach
+            down = [name for name, r in snapshot.results.items() if not r.up]
+            why = f"sources down: {', '.join(down)}" if down else "no source reported a CT map"
+            log_event("no projection: no Cilium CT map was counted, so no ctwatch_level", level="warn", reason=why)
         if textfile:
-            write_to_textfile(textfile, registry)
+            write_atomic(textfile, generate_latest(registry).decode())
         sys.stdout.write(generate_latest(registry).decode())
         return
     try:
@@ -252,11 +258,11 @@ def _run(watcher: Watcher, collector: SnapshotCollector, registry: CollectorRegi
             collector.update(watcher.collect())
             if textfile:
                 try:
-                    write_to_textfile(textfile, registry)  # atomic: a temp file, then rename
+                    write_atomic(textfile, generate_latest(registry).decode())  # a temp file, then rename
                     if textfile_failing:
                         log_event("textfile written again", path=textfile)
                     textfile_failing = False
-                except OSError as exc:
+                except (OSError, InputError) as exc:
                     if not textfile_failing:
                         log_event("textfile write failed", level="warn", path=textfile, error=str(exc))
                     textfile_failing = True

@@ -61,7 +61,11 @@ def _opener() -> urllib.request.OpenerDirector:
 
 def check_url(url: str) -> str | None:
     """None if ``url`` may be fetched, else why not."""
-    parts = urllib.parse.urlsplit(url)
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 - parses the port: 'http://h:x' fails here, not at the first fetch
+    except ValueError as exc:
+        return f"cannot parse {url!r}: {exc}"
     if parts.scheme not in SCHEMES:
         return f"only http:// or https:// URLs are fetched, got {url!r}"
     if not parts.hostname:

@@ -1,0 +1,105 @@
+"""Outputs as root: a device node or a FIFO is written into, never replaced by a regular file.
+
+Device nodes are made with mknod in a temporary folder (never the real /dev ones).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ctsim.errors import InputError
+from ctsim.files import check_writable, read_text, write_atomic
+from tests.support.needs import REQUIRED
+
+ROOT = Path(__file__).resolve().parents[1]
+PROCFS = ROOT / "tests" / "ctwatch" / "fixtures" / "proc"
+SWEEP = ["-m", "ctsim", "sweep", "--entries", "0", "--pods", "1", "--horizon", "1m", "--grid", "seed=1,2"]
+
+
+def _mknod(path: Path, major: int, minor: int) -> Path:
+    try:
+        os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(major, minor))
+    except PermissionError as exc:
+        if REQUIRED:
+            pytest.fail(f"CTSIM_REQUIRE_KERNEL=1 but mknod is refused: {exc}")
+        pytest.skip(f"mknod needs root: {exc}")
+    return path
+
+
+def _ctsim(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=60, check=False)
+
+
+def _is_chr(path: Path) -> bool:
+    return stat.S_ISCHR(path.lstat().st_mode)
+
+
+@pytest.mark.parametrize("flag", ["--csv", "--output"])
+def test_a_null_device_stays_a_device(tmp_path: Path, flag: str) -> None:
+    null = _mknod(tmp_path / "null", 1, 3)
+    p = _ctsim(*SWEEP, flag, str(null))
+    assert p.returncode == 0, p.stderr
+    assert _is_chr(null)
+    assert os.listdir(tmp_path) == ["null"]  # no temporary file left beside it
+
+
+def test_a_full_device_is_one_line_and_exit_2_and_stays_a_device(tmp_path: Path) -> None:
+    full = _mknod(tmp_path / "full", 1, 7)
+    p = _ctsim(*SWEEP, "--csv", str(full))
+    assert p.returncode == 2
+    assert p.stderr.strip().splitlines() == [f"ctsim: error: cannot write {full}: No space left on device"]
+    assert _is_chr(full)
+
+
+def test_ctwatch_textfile_onto_a_device(tmp_path: Path) -> None:
+    null = _mknod(tmp_path / "null", 1, 3)
+    p = _ctsim(
+        "-m", "ctwatch", "--once", "--collector.disable-defaults", "--collector.nf_conntrack",
+        "--path.procfs", str(PROCFS), "--textfile", str(null),
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    assert _is_chr(null)
+
+
+def test_a_fifo_with_a_reader_gets_the_rows(tmp_path: Path) -> None:
+    fifo = tmp_path / "rows.csv"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # open before ctsim writes: no race with a reader
+    try:
+        p = _ctsim(*SWEEP, "--csv", str(fifo))
+        out = os.read(reader, 1 << 16).decode()  # a few hundred bytes: they fit in the pipe
+    finally:
+        os.close(reader)
+    assert p.returncode == 0, p.stderr
+    lines = out.splitlines()
+    assert lines[0].startswith("preset,") and len(lines) == 3
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)
+
+
+def test_a_fifo_nobody_reads_is_refused_not_waited_on(tmp_path: Path) -> None:
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(InputError, match="no process reads it"):
+        write_atomic(str(fifo), "x")
+    with pytest.raises(InputError, match="is a FIFO, not a regular file"):
+        read_text(str(fifo), "--calibration")
+
+
+def test_a_regular_file_keeps_its_mode_and_is_replaced_whole(tmp_path: Path) -> None:
+    target = tmp_path / "out.json"
+    target.write_text("old")
+    target.chmod(0o640)
+    write_atomic(str(target), "new")
+    assert target.read_text() == "new" and stat.S_IMODE(target.stat().st_mode) == 0o640
+    assert os.listdir(tmp_path) == ["out.json"]
+
+
+def test_outputs_where_no_file_can_be_made_are_refused_before_work() -> None:
+    with pytest.raises(InputError, match=r"takes no new files|not writable"):
+        check_writable("/proc/version", "--output")
