@@ -27,17 +27,31 @@ app = typer.Typer(
 )
 
 
+def _version(value: bool) -> None:
+    if value:
+        from ctsim import __version__
+
+        print(f"ctsim {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
     """ctsim: will pod start-up stall behind a conntrack scrub on this node?"""
 
 
-@app.command()
+@app.command(short_help="Simulate a pod burst on a node: verdict, retries, locks, advice.")
 @scenario_options
 def run(
     scenario: Scenario,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
-    plot: Annotated[Str, typer.Option(help="Also draw table size and GC interval over time to this PNG.")] = None,
+    plot: Annotated[
+        Str, typer.Option(metavar="FILE.png", help="Also draw table size and GC interval over time to this PNG.")
+    ] = None,
 ) -> None:
     """Simulate a burst of pods on a node whose CT maps hold ENTRIES entries."""
     from ctsim.sim.model import Model
@@ -58,12 +72,15 @@ def run(
     render(result)
 
 
-@app.command()
+@app.command(short_help="Run the scenario scaled down on the real kernel beside the model (root).")
 @scenario_options
 def emulate(
     scenario: Scenario,
     time_scale: Annotated[
-        float, typer.Option(min=1.0, max=1000.0, help="Run this many times faster than the node's clock (1-1000).")
+        float,
+        typer.Option(
+            metavar="FACTOR", min=1.0, max=1000.0, help="Run this many times faster than the node's clock (1-1000)."
+        ),
     ] = 30.0,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
 ) -> None:
@@ -107,22 +124,32 @@ def _print_json(doc: object) -> None:
     sys.stdout.write("\n")
 
 
-@app.command()
+@app.command(short_help="Run the model over a grid of scenarios.")
 @scenario_options
 def sweep(
     scenario: Scenario,
-    grid: Annotated[list[str] | None, typer.Option(help="An axis: NAME=V1,V2,... (repeat for more axes).")] = None,
-    grid_file: Annotated[Str, typer.Option(help="TOML with [base] flags and [grid] axes.")] = None,
-    processes: Annotated[int, typer.Option(min=0, max=256, help="Worker processes (0: one per core).")] = 0,
-    csv_path: Annotated[Str, typer.Option("--csv", help="Write the rows as CSV to this file.")] = None,
+    grid: Annotated[
+        list[str] | None, typer.Option(metavar="NAME=V1,V2", help="An axis: NAME=V1,V2,... (repeat for more axes).")
+    ] = None,
+    grid_file: Annotated[Str, typer.Option(metavar="FILE.toml", help="TOML with [base] flags and [grid] axes.")] = None,
+    processes: Annotated[
+        int, typer.Option(metavar="INT", min=0, max=256, help="Worker processes (0: one per core).")
+    ] = 0,
+    csv_path: Annotated[Str, typer.Option("--csv", metavar="FILE", help="Write the rows as CSV to this file.")] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the rows, base and grid as one JSON document.")
     ] = False,
-    output: Annotated[Str, typer.Option("--output", "-o", help="Write that JSON document to this file.")] = None,
-    heatmap: Annotated[Str, typer.Option(help="Draw a heatmap PNG of --value over --x and --y.")] = None,
-    x: Annotated[str, typer.Option(help="Heatmap x axis (a grid axis).")] = "entries",
-    y: Annotated[str, typer.Option(help="Heatmap y axis (a grid axis).")] = "pods",
-    value: Annotated[str, typer.Option(help="Heatmap colour: a row output.")] = "ready_first_attempt_fraction",
+    output: Annotated[
+        Str, typer.Option("--output", "-o", metavar="FILE", help="Write that JSON document to this file.")
+    ] = None,
+    heatmap: Annotated[
+        Str, typer.Option(metavar="FILE.png", help="Draw a heatmap PNG of --value over --x and --y.")
+    ] = None,
+    x: Annotated[str, typer.Option(metavar="AXIS", help="Heatmap x axis (a grid axis).")] = "entries",
+    y: Annotated[str, typer.Option(metavar="AXIS", help="Heatmap y axis (a grid axis).")] = "pods",
+    value: Annotated[
+        str, typer.Option(metavar="OUTPUT", help="Heatmap colour: a row output.")
+    ] = "ready_first_attempt_fraction",
 ) -> None:
     """Run the model over a grid of scenarios (the other flags are the base of every point)."""
     from ctsim.capacity import sweep as sw
@@ -174,23 +201,27 @@ def sweep(
     render_sweep(rows, list(axes), seconds)
 
 
-@app.command()
+@app.command(short_help="Size a node: maps, steady table, walk time, safe burst, mitigations.")
 def plan(
-    node_memory: Annotated[str, typer.Option(help="Node memory (64Gi, 2Ti).")] = "64Gi",
-    map_ratio: Annotated[str, typer.Option(help="bpf-map-dynamic-size-ratio.")] = "0.0025",
-    max_entries: Annotated[Str, typer.Option(help="bpf-ct-global-tcp-max, if set (overrides sizing).")] = None,
-    cores: Annotated[str, typer.Option(help="Node cores.")] = "16",
+    node_memory: Annotated[str, typer.Option(metavar="BYTES", help="Node memory (64Gi, 2Ti).")] = "64Gi",
+    map_ratio: Annotated[str, typer.Option(metavar="RATIO", help="bpf-map-dynamic-size-ratio.")] = "0.0025",
+    max_entries: Annotated[
+        Str, typer.Option(metavar="COUNT", help="bpf-ct-global-tcp-max, if set (overrides sizing).")
+    ] = None,
+    cores: Annotated[str, typer.Option(metavar="COUNT", help="Node cores.")] = "16",
     profile: Annotated[
-        str, typer.Option(help="cilium-1.16, cilium-1.17 (per-entry walks) or cilium-1.18 (batched).")
+        str, typer.Option(metavar="NAME", help="cilium-1.16, cilium-1.17 (per-entry walks) or cilium-1.18 (batched).")
     ] = "cilium-1.16",
-    churn: Annotated[str, typer.Option(help="New connections: 30/s, 50000/min, or a schedule.")] = "30/s",
-    conn_duration: Annotated[Str, typer.Option(help="How long each connection stays open.")] = None,
-    burst: Annotated[str, typer.Option(help="The largest pod burst to tolerate.")] = "50",
-    deadline: Annotated[Str, typer.Option(help="cilium-cni's API client timeout (90s).")] = None,
-    rate: Annotated[Str, typer.Option(help="Walk rate, entries/s.")] = None,
-    calibration: Annotated[Str, typer.Option(help="Walk rates from `ctsim calibrate`.")] = None,
-    drift_horizon: Annotated[str, typer.Option(help="How long to let the table grow.")] = "4d",
-    seed: Annotated[int, typer.Option(help="Random seed.")] = 1,
+    churn: Annotated[
+        str, typer.Option(metavar="RATE", help="New connections: 30/s, 50000/min, or a schedule.")
+    ] = "30/s",
+    conn_duration: Annotated[Str, typer.Option(metavar="DURATION", help="How long each connection stays open.")] = None,
+    burst: Annotated[str, typer.Option(metavar="COUNT", help="The largest pod burst to tolerate.")] = "50",
+    deadline: Annotated[Str, typer.Option(metavar="DURATION", help="cilium-cni's API client timeout (90s).")] = None,
+    rate: Annotated[Str, typer.Option(metavar="ENTRIES/S", help="Walk rate, entries/s.")] = None,
+    calibration: Annotated[Str, typer.Option(metavar="FILE", help="Walk rates from `ctsim calibrate`.")] = None,
+    drift_horizon: Annotated[str, typer.Option(metavar="DURATION", help="How long to let the table grow.")] = "4d",
+    seed: Annotated[int, typer.Option(metavar="INT", help="Random seed.")] = 1,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
 ) -> None:
     """Size a node: CT maps, steady-state table, walk time, safe burst, and simulated mitigations."""
@@ -220,14 +251,24 @@ def plan(
     render_plan(doc)
 
 
-@app.command()
+@app.command(short_help="Measure this kernel's CT walk rates on throwaway BPF maps (root).")
 def calibrate(
-    entries: Annotated[str, typer.Option(help="Entries in the measured map.")] = "1Mi",
-    trials: Annotated[int, typer.Option(min=1, max=100, help="Repeated walks; median and spread are reported.")] = 5,
-    family: Annotated[str, typer.Option(help="ipv4 (14-byte keys) or ipv6 (38-byte keys).")] = "ipv4",
-    sizes: Annotated[str, typer.Option(help="Map sizes for the per-entry cost curve.")] = "64Ki,256Ki,1Mi",
-    nf_entries: Annotated[str, typer.Option(help="nf_conntrack entries to add in a throwaway netns (0: skip).")] = "5k",
-    output: Annotated[Str, typer.Option("--output", "-o", help="Write the calibration file here.")] = None,
+    entries: Annotated[str, typer.Option(metavar="COUNT", help="Entries in the measured map.")] = "1Mi",
+    trials: Annotated[
+        int, typer.Option(metavar="INT", min=1, max=100, help="Repeated walks; median and spread are reported.")
+    ] = 5,
+    family: Annotated[
+        str, typer.Option(metavar="ipv4|ipv6", help="ipv4 (14-byte keys) or ipv6 (38-byte keys).")
+    ] = "ipv4",
+    sizes: Annotated[
+        str, typer.Option(metavar="COUNT,COUNT,...", help="Map sizes for the per-entry cost curve.")
+    ] = "64Ki,256Ki,1Mi",
+    nf_entries: Annotated[
+        str, typer.Option(metavar="COUNT", help="nf_conntrack entries to add in a throwaway netns (0: skip).")
+    ] = "5k",
+    output: Annotated[
+        Str, typer.Option("--output", "-o", metavar="FILE", help="Write the calibration file here.")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the measurements as JSON.")] = False,
 ) -> None:
     """Measure this kernel's CT walk rates on real, throwaway BPF maps (needs root or CAP_BPF)."""

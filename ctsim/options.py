@@ -18,16 +18,39 @@ import typer
 Str = Optional[str]  # noqa: UP045 - typer reads Optional at runtime
 
 
+def _preset(field: str, show: Callable[[Any], str] = str) -> str:
+    """What each preset supplies for ``field`` when the flag is not given, for --help."""
+    from ctsim.presets import PRESETS
+
+    return "default: the preset's: " + ", ".join(f"{name} {show(getattr(p, field))}" for name, p in PRESETS.items())
+
+
+def _bytes(n: int) -> str:
+    return f"{n // 2**40}Ti" if n % 2**40 == 0 else f"{n // 2**30}Gi"
+
+
+def _ratio(r: float | None) -> str:
+    return "none (static map sizes)" if r is None else f"{r:g}"
+
+
 def _opt(help_text: str, metavar: str | None = None) -> Any:
     return typer.Option(help=help_text, rich_help_panel="Scenario", metavar=metavar)
 
 
 # name → (annotation, default); names are resolve()'s keyword arguments.
 SCENARIO_FLAGS: dict[str, tuple[Any, Any]] = {
-    "entries": (Annotated[Str, _opt("Present CT entries at t=0 (16M, 16Mi, 262144).", "COUNT")], None),
+    "entries": (
+        Annotated[
+            Str, _opt(f"Present CT entries at t=0 (16M, 16Mi, 262144; {_preset('entries', '{:,}'.format)}).", "COUNT")
+        ],
+        None,
+    ),
     "pods": (Annotated[str, _opt("Pods scheduled onto the node at once.", "COUNT")], "50"),
     "max_entries": (Annotated[Str, _opt("CT map capacity (default: the preset's).", "COUNT")], None),
-    "expired_fraction": (Annotated[Str, _opt("Share of the t=0 entries already expired.", "FRACTION")], None),
+    "expired_fraction": (
+        Annotated[Str, _opt(f"Share of the t=0 entries already expired ({_preset('expired_fraction')}).", "FRACTION")],
+        None,
+    ),
     "ipv6_entries": (
         Annotated[
             Str, _opt("Present IPv6 CT entries at t=0: makes the node dual-stack (IPv6 maps and lock).", "COUNT")
@@ -44,34 +67,61 @@ SCENARIO_FLAGS: dict[str, tuple[Any, Any]] = {
     ),
     "rate": (Annotated[Str, _opt("Walk rate, entries/s (default: the profile's published rate).", "ENTRIES/S")], None),
     "churn": (
-        Annotated[Str, _opt("New connections: 50000/min, or '50000/min for 8h, 500/min for 16h'.", "RATE")],
+        Annotated[
+            Str,
+            _opt(
+                "New connections: N/s, N/min or N/h, or a repeating schedule '50000/min for 8h, 500/min for 16h' "
+                f"({_preset('churn')}).",
+                "RATE",
+            ),
+        ],
         None,
     ),
-    "conn_duration": (Annotated[Str, _opt("How long each connection stays open.", "DURATION")], None),
-    "deadline": (Annotated[Str, _opt("cilium-cni's API client timeout (90s).", "DURATION")], None),
+    "conn_duration": (Annotated[Str, _opt("How long each connection stays open (default: 30s).", "DURATION")], None),
+    "deadline": (Annotated[Str, _opt("cilium-cni's API client timeout (default: 90s).", "DURATION")], None),
     "gc_interval": (
         Annotated[str, _opt("conntrack-gc-interval: 'auto' (adaptive) or a duration.", "auto|DURATION")],
         "auto",
     ),
-    "gc_initial_interval": (Annotated[Str, _opt("Start a fresh agent with this GC interval (5m).", "DURATION")], None),
-    "gc_next_pass": (Annotated[Str, _opt("When the next GC pass starts.", "DURATION")], None),
-    "gc_max_interval": (Annotated[Str, _opt("conntrack-gc-max-interval.", "DURATION")], None),
+    "gc_initial_interval": (
+        Annotated[Str, _opt("Start a fresh agent with this GC interval (default: 5m).", "DURATION")],
+        None,
+    ),
+    "gc_next_pass": (
+        Annotated[
+            Str,
+            _opt(
+                "When the next GC pass starts (default: warm and adaptive, 6h: the last 12h pass was 6h ago; or now).",
+                "DURATION",
+            ),
+        ],
+        None,
+    ),
+    "gc_max_interval": (Annotated[Str, _opt("conntrack-gc-max-interval (default: 12h, Cilium's).", "DURATION")], None),
     "regeneration": (
         Annotated[
             Str,
             typer.Option(
                 "--regeneration-time",
-                help="Endpoint BPF compile and load time.",
+                help="Endpoint BPF compile and load time (default: 2s).",
                 rich_help_panel="Scenario",
                 metavar="DURATION",
             ),
         ],
         None,
     ),
-    "cores": (Annotated[Str, _opt("Node cores (build permits).", "COUNT")], None),
-    "node_memory": (Annotated[Str, _opt("Node memory for dynamic map sizing (2Ti).", "BYTES")], None),
-    "map_ratio": (Annotated[Str, _opt("bpf-map-dynamic-size-ratio (0.0025).", "RATIO")], None),
-    "horizon": (Annotated[Str, _opt("How much node time to simulate (1h).", "DURATION")], None),
+    "cores": (Annotated[Str, _opt(f"Node cores: build permits ({_preset('cores')}).", "COUNT")], None),
+    "node_memory": (
+        Annotated[Str, _opt(f"Node memory for dynamic map sizing ({_preset('node_memory', _bytes)}).", "BYTES")],
+        None,
+    ),
+    "map_ratio": (
+        Annotated[
+            Str, _opt(f"bpf-map-dynamic-size-ratio (Cilium's is 0.0025; {_preset('map_ratio', _ratio)}).", "RATIO")
+        ],
+        None,
+    ),
+    "horizon": (Annotated[Str, _opt("How much node time to simulate (default: 1h).", "DURATION")], None),
     "seed": (Annotated[int, _opt("Random seed: same seed, same result.", "INT")], 1),
     "preset": (Annotated[Str, _opt("analytics (the incident, default) or standard.", "NAME")], None),
     "profile": (

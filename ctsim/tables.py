@@ -14,9 +14,17 @@ from ctsim.sim.result import Verdict
 _VERDICT_STYLE = {Verdict.OK: "bold green", Verdict.DEGRADED: "bold yellow", Verdict.COLLAPSE: "bold red"}
 
 
+def plain_console() -> Console:
+    """rich on a terminal; piped or redirected, full lines and full words (rich would wrap and cut at 80)."""
+    console = Console(highlight=False)
+    if not console.is_terminal:
+        console = Console(highlight=False, width=10_000, soft_wrap=True)
+    return console
+
+
 def render_calibration(doc: dict, output: str | None, console: Console | None = None) -> None:
     """The measurements of ``ctsim calibrate``, medians first, spreads beside them."""
-    console = console or Console(highlight=False)
+    console = console or plain_console()
     bpf = doc["bpf"]
     host = doc["host"]
     console.print(
@@ -59,12 +67,17 @@ def render_calibration(doc: dict, output: str | None, console: Console | None = 
 
 def render_emulation(report: dict, console: Console | None = None) -> None:
     """Emulated (real kernel) beside simulated, pod by pod."""
-    console = console or Console(highlight=False)
+    console = console or plain_console()
     console.print(f"Scaling: {report['scaling']['description']}")
     for note in report["scaled_inputs"]["notes"]:
         console.print(f"[dim]note: {note}[/dim]")
     rate = report["rate"]
     console.print(f"Walk rate: {rate['entries_per_s']:,.0f} entries/s — {rate['source']}")
+    paced = report["table_rate"]
+    console.print(
+        f"Walker: {paced['headroom']:.1f}x headroom over its paced rate, scheduled {paced['walker_scheduling']}"
+        + (" (not root: busy neighbours can slow it)" if paced["walker_scheduling"] != "SCHED_FIFO" else "")
+    )
     table = Table("pod", "emulated", "simulated", "emulated s", "simulated s")
     for row in report["pods"]:
         style = "" if row["emulated"] == row["simulated"] else "bold red"
@@ -101,7 +114,7 @@ def render_emulation(report: dict, console: Console | None = None) -> None:
 
 def render_sweep(rows: list[dict], axes: list[str], seconds: float, console: Console | None = None) -> None:
     """One line per grid point: its axes and what happened."""
-    console = console or Console(highlight=False)
+    console = console or plain_console()
     table = Table(*axes, "verdict", "walk s", "ready", "1st try", "p50 s", "max s", "timeouts", "429")
     for r in rows:
         table.add_row(

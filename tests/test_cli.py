@@ -80,3 +80,39 @@ def test_a_capped_map_clamps_the_entries_it_cannot_hold() -> None:
     d = json.loads(p.stdout)
     assert d["inputs"]["entries"] == d["inputs"]["max_entries"] == 374_880
     assert any("clamped" in note for note in d["inputs"]["notes"])
+
+
+HELPS = [
+    ("ctsim", "--help"), ("ctsim", "run", "--help"), ("ctsim", "emulate", "--help"), ("ctsim", "sweep", "--help"),
+    ("ctsim", "plan", "--help"), ("ctsim", "calibrate", "--help"),
+    ("ctwatch", "--help"), ("ctwatch", "rules", "--help"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("words", HELPS, ids=" ".join)
+def test_every_help_names_value_types_and_whole_descriptions(words: tuple[str, ...]) -> None:
+    p = subprocess.run([sys.executable, "-m", *words], capture_output=True, text=True, timeout=60, check=False)
+    assert p.returncode == 0, p.stderr
+    assert "<str>" not in p.stdout and "<int>" not in p.stdout and "<float>" not in p.stdout, p.stdout
+    assert "..." not in p.stdout.split("Commands:")[-1] or "Commands:" not in p.stdout  # no truncated command help
+
+
+def test_scenario_help_shows_the_defaults_the_model_uses() -> None:
+    from ctsim.defaults import CLIENT_TIMEOUT, CONNTRACK_GC_MAX_LRU_INTERVAL, DEFAULT_REGENERATION
+    from ctsim.presets import PRESETS
+    from ctsim.quantity import format_duration
+    from ctsim.scenario import DEFAULT_CONN_SECONDS, DEFAULT_HORIZON
+
+    text = " ".join(ctsim("run", "--help").stdout.split())  # unwrapped
+    for seconds in (CLIENT_TIMEOUT, CONNTRACK_GC_MAX_LRU_INTERVAL, DEFAULT_REGENERATION, DEFAULT_CONN_SECONDS):
+        assert f"default: {format_duration(seconds)}" in text, seconds
+    assert f"(default: {format_duration(DEFAULT_HORIZON)})" in text
+    for name, preset in PRESETS.items():
+        assert f"{name} {preset.entries:,}" in text and f"{name} {preset.churn}" in text
+        assert f"{name} {preset.cores}" in text and f"{name} {preset.expired_fraction:g}" in text
+
+
+def test_version() -> None:
+    from ctsim import __version__
+
+    assert ctsim("--version").stdout.strip() == f"ctsim {__version__}"

@@ -105,6 +105,7 @@ def emulate(s: Scenario, maps: list[BPFMap]) -> dict[str, Any]:
         "lock_max_queue": node.ct_lock.max_queue,
         "overruns": node.overruns,
         "max_overrun": node.max_overrun,
+        "walker_scheduling": node.walker_scheduling,
     }
 
 
@@ -234,5 +235,6 @@ def run(s: Scenario, time_scale: float, real_rate: float, delete_seconds: float)
         "measured_cpu_entries_per_s": measured,
         "paced_entries_per_s": paced,
         "headroom": measured / paced,
+        "walker_scheduling": emulated["walker_scheduling"],
     }
     return report

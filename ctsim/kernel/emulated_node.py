@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import os
 import signal
 import struct
 import threading
@@ -81,9 +82,19 @@ def _walker(conn: Connection, maps: list[BPFMap], rate: float, delete_seconds: f
     (entries / ``rate`` + deletes × ``delete_seconds``): the real walk runs,
     then the rest of that time is slept. ``rate`` is set below what this CPU
     walks (``PACE``), so a busy machine slows the real walk without moving the
-    emulation's timeline; a walk that still overruns is reported.
+    emulation's timeline; a walk that still overruns is reported. As root it
+    also runs under ``SCHED_FIFO`` (the lowest real-time priority): busy
+    processes beside it cannot take its core while it walks, and its walks
+    are short and paced, so it cannot take the machine either (the kernel
+    caps real-time tasks at 95 % of a core anyway). Its first message says
+    which policy it got.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's: it closes the pipe
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
+        conn.send("SCHED_FIFO")
+    except (AttributeError, OSError):  # not root, or no real-time scheduling here
+        conn.send("SCHED_OTHER")
     while True:
         try:
             request = conn.recv()
@@ -144,6 +155,7 @@ class EmulatedNode:
         )
         self._walker_process.start()
         child.close()
+        self.walker_scheduling: str = self._walker.recv() if self._walker.poll(30) else "unknown"
 
     def close(self) -> None:
         with contextlib.suppress(OSError, BrokenPipeError):

@@ -40,9 +40,14 @@ MIN_INTERVAL = 1.0  # seconds between collections; faster only burns CPU
 
 # The thresholds ctwatch runs with, and the rules generated for them, take the same flags.
 WarningRatio = Annotated[
-    str, typer.Option("--warning-ratio", help="Warn when the burst projection passes this share of the deadline.")
+    str,
+    typer.Option(
+        "--warning-ratio", metavar="RATIO", help="Warn when the burst projection passes this share of the deadline."
+    ),
 ]
-CriticalRatio = Annotated[str, typer.Option("--critical-ratio", help="Critical from this share of the deadline.")]
+CriticalRatio = Annotated[
+    str, typer.Option("--critical-ratio", metavar="RATIO", help="Critical from this share of the deadline.")
+]
 
 
 def parse_listen(address: str) -> tuple[str, int]:
@@ -108,45 +113,70 @@ def collector_toggles(command: Callable[..., Any]) -> Callable[..., Any]:
 def main_command(
     ctx: typer.Context,
     collectors: dict[str, bool | None],
-    procfs: Annotated[str, typer.Option("--path.procfs", help="procfs mountpoint.")] = DEFAULTS.procfs,
+    procfs: Annotated[str, typer.Option("--path.procfs", metavar="PATH", help="procfs mountpoint.")] = DEFAULTS.procfs,
     bpffs: Annotated[
-        str, typer.Option("--path.bpffs", help="bpffs mountpoint (Cilium pins under tc/globals/).")
+        str, typer.Option("--path.bpffs", metavar="PATH", help="bpffs mountpoint (Cilium pins under tc/globals/).")
     ] = DEFAULTS.bpffs,
-    netns: Annotated[Str, typer.Option("--netns", help="Read nf_conntrack of this named netns over netlink.")] = None,
+    netns: Annotated[
+        Str, typer.Option("--netns", metavar="NAME", help="Read nf_conntrack of this named netns over netlink.")
+    ] = None,
     metrics_url: Annotated[
-        str, typer.Option("--cilium.metrics-url", help="The Cilium agent's metrics (http or https).")
+        str, typer.Option("--cilium.metrics-url", metavar="URL", help="The Cilium agent's metrics (http or https).")
     ] = DEFAULTS.metrics_url,
     metrics_timeout: Annotated[
-        str, typer.Option("--cilium.metrics-timeout", help="Give up on the agent after this.")
+        str, typer.Option("--cilium.metrics-timeout", metavar="DURATION", help="Give up on the agent after this.")
     ] = f"{DEFAULTS.metrics_timeout_s:g}s",
     sample_budget: Annotated[
-        str, typer.Option("--bpf.sample-budget", help="CPU time spent timing the walk rate per cycle (0s: never).")
+        str,
+        typer.Option(
+            "--bpf.sample-budget", metavar="DURATION", help="CPU time spent timing the walk rate per cycle (0s: never)."
+        ),
     ] = f"{DEFAULTS.bpf_sample_budget_s * 1000:g}ms",
     disable_defaults: Annotated[
         bool, typer.Option("--collector.disable-defaults", help="Only the collectors enabled explicitly.")
     ] = False,
-    listen: Annotated[str, typer.Option("--web.listen-address", help="Serve /metrics here.")] = DEFAULT_LISTEN,
+    listen: Annotated[
+        str, typer.Option("--web.listen-address", metavar="[HOST]:PORT", help="Serve /metrics here.")
+    ] = DEFAULT_LISTEN,
     max_requests: Annotated[
-        int, typer.Option("--web.max-requests", min=0, help="Concurrent /metrics requests (0: no limit).")
+        int,
+        typer.Option("--web.max-requests", metavar="INT", min=0, help="Concurrent /metrics requests (0: no limit)."),
     ] = 40,
     web_config: Annotated[
-        Str, typer.Option("--web.config.file", help="TLS and basic auth, in the exporter-toolkit's format.")
+        Str,
+        typer.Option("--web.config.file", metavar="FILE", help="TLS and basic auth, in the exporter-toolkit's format."),
     ] = None,
     textfile: Annotated[
-        Str, typer.Option("--textfile", help="Also write each collection here (node_exporter's textfile collector).")
+        Str,
+        typer.Option(
+            "--textfile", metavar="FILE", help="Also write each collection here (node_exporter's textfile collector)."
+        ),
     ] = None,
     once: Annotated[bool, typer.Option("--once", help="Print one collection and exit.")] = False,
-    interval: Annotated[str, typer.Option("--interval", help="Time between collections (at least 1s).")] = "15s",
-    burst: Annotated[str, typer.Option("--burst", help="Pod creates assumed to queue on the CT lock at once.")] = "10",
-    deadline: Annotated[str, typer.Option("--deadline", help="cilium-cni's API client timeout.")] = "90s",
-    rate: Annotated[Str, typer.Option("--rate", help="Walk rate, entries/s: used instead of sampling.")] = None,
+    interval: Annotated[
+        str, typer.Option("--interval", metavar="DURATION", help="Time between collections (at least 1s).")
+    ] = "15s",
+    burst: Annotated[
+        str, typer.Option("--burst", metavar="COUNT", help="Pod creates assumed to queue on the CT lock at once.")
+    ] = "10",
+    deadline: Annotated[
+        str, typer.Option("--deadline", metavar="DURATION", help="cilium-cni's API client timeout.")
+    ] = "90s",
+    rate: Annotated[
+        Str, typer.Option("--rate", metavar="ENTRIES/S", help="Walk rate, entries/s: used instead of sampling.")
+    ] = None,
     calibration: Annotated[
-        Str, typer.Option("--calibration", help="Walk rate from `ctsim calibrate`: used instead of sampling.")
+        Str,
+        typer.Option(
+            "--calibration", metavar="FILE", help="Walk rate from `ctsim calibrate`: used instead of sampling."
+        ),
     ] = None,
     warning_ratio: WarningRatio = "0.5",
     critical_ratio: CriticalRatio = "1.0",
-    log_level: Annotated[str, typer.Option("--log.level", help="debug, info, warn or error.")] = "info",
-    log_format: Annotated[str, typer.Option("--log.format", help="logfmt or json.")] = "logfmt",
+    log_level: Annotated[
+        str, typer.Option("--log.level", metavar="LEVEL", help="debug, info, warn or error.")
+    ] = "info",
+    log_format: Annotated[str, typer.Option("--log.format", metavar="logfmt|json", help="logfmt or json.")] = "logfmt",
     version: Annotated[
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
     ] = False,
@@ -271,21 +301,26 @@ def _run(watcher: Watcher, collector: SnapshotCollector, registry: CollectorRegi
         server.shutdown()
 
 
-@app.command()
+@app.command(short_help="Print the alerting rules for these thresholds (redirect to a .yml file).")
 def rules(
     warning_ratio: WarningRatio = "0.5",
     critical_ratio: CriticalRatio = "1.0",
     source_down_for: Annotated[
-        str, typer.Option("--source-down-for", help="Alert when a source stays down this long.")
+        str, typer.Option("--source-down-for", metavar="DURATION", help="Alert when a source stays down this long.")
     ] = "10m",
     stale_after: Annotated[
-        str, typer.Option("--stale-after", help="Alert when a kept projection is older than this.")
+        str, typer.Option("--stale-after", metavar="DURATION", help="Alert when a kept projection is older than this.")
     ] = "15m",
-    job: Annotated[str, typer.Option("--job", help="Prometheus job label of the ctwatch targets.")] = "ctwatch",
+    job: Annotated[
+        str, typer.Option("--job", metavar="NAME", help="Prometheus job label of the ctwatch targets.")
+    ] = "ctwatch",
     runbook_base: Annotated[
-        str, typer.Option("--runbook-base", help="Where docs/watchdog.md is served (runbook_url prefix).")
+        str,
+        typer.Option("--runbook-base", metavar="URL", help="Where docs/watchdog.md is served (runbook_url prefix)."),
     ] = "docs/watchdog.md",
-    fmt: Annotated[str, typer.Option("--format", help="rules (a rule file) or prometheusrule.")] = "rules",
+    fmt: Annotated[
+        str, typer.Option("--format", metavar="rules|prometheusrule", help="rules (a rule file) or prometheusrule.")
+    ] = "rules",
 ) -> None:
     """Print the alerting rules for these thresholds (redirect to a .yml file)."""
     import shlex
