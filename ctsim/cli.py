@@ -290,7 +290,7 @@ def calibrate(
     if output is not None:
         check_writable(output, "--output")
     cal.probe()
-    doc = _with_progress(lambda progress: cal.calibrate(plan, progress))
+    doc = _with_progress(lambda progress: cal.calibrate(plan, progress), announce=True)
     if output:
         dump(doc, output)
     if as_json:
@@ -314,8 +314,12 @@ def _long(scenario: Scenario) -> bool:
     return scenario.pods > 1_000 or scenario.horizon > 30 * 86400
 
 
-def _with_progress(work):  # type: ignore[no-untyped-def]
-    """Runs ``work(progress)`` under a rich progress bar on stderr."""
+def _with_progress(work, announce: bool = False):  # type: ignore[no-untyped-def]
+    """Runs ``work(progress)`` under a rich progress bar on stderr (a terminal's only).
+
+    ``announce``: for long work (calibrate), stderr that is not a terminal gets
+    one line as each step starts, so a log shows what the minute went on.
+    """
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 
@@ -327,6 +331,8 @@ def _with_progress(work):  # type: ignore[no-untyped-def]
         def progress(name: str, advance: int, total: int) -> None:
             if name not in tasks:
                 tasks[name] = bar.add_task(name, total=total)
+                if announce and not console.is_terminal:
+                    print(f"ctsim: {name} ({total:,} steps)...", file=sys.stderr, flush=True)
             bar.update(tasks[name], advance=advance)
 
         return work(progress)

@@ -6,7 +6,7 @@ from typing import Any
 
 from ctsim.defaults import CONNTRACK_GC_STARTING_INTERVAL
 from ctsim.errors import InputError
-from ctsim.quantity import format_count
+from ctsim.quantity import format_count, format_duration
 
 
 def require_matplotlib(flag: str) -> None:
@@ -81,9 +81,18 @@ def drift(
     top.plot(hours, [e for _, _, e in trace], label="expired entries", linestyle="--")
     top.set_ylabel("entries")
     top.yaxis.set_major_formatter(lambda v, _pos: format_count(v).split(" ")[0])
-    top.legend(loc="upper left")
+    top.legend(loc="best", framealpha=0.85)  # wherever it hides the least of the lines
     if intervals:
-        bottom.step([t / 3600 for t, _ in intervals], [i / 3600 for _, i in intervals], where="post")
+        end = max(hours[-1] if hours else 0.0, intervals[-1][0] / 3600)
+        xs = [t / 3600 for t, _ in intervals] + [end]  # the last interval holds to the end of the run
+        ys = [i / 3600 for _, i in intervals] + [intervals[-1][1] / 3600]
+        bottom.step(xs, ys, where="post", label="GC interval")
+        bottom.set_ylim(0, max(ys) * 1.15)
+        if len(intervals) == 1:
+            bottom.text(
+                0.02, 0.5, f"no GC pass in this run: the interval stays {format_duration(intervals[0][1])}",
+                transform=bottom.transAxes, va="center", fontsize=9,
+            )  # fmt: skip
     bottom.set_ylabel("GC interval (h)")
     bottom.set_xlabel("node time (h)")
     top.set_title(title or "CT table and GC interval")

@@ -219,3 +219,18 @@ def test_a_level_change_is_logged_and_collection_goes_on(capsys: pytest.CaptureF
     assert first.families[0].level == second.families[0].level == 2
     err = capsys.readouterr().err
     assert err.count('msg="level changed"') == 1 and "to=critical" in err
+
+
+def test_the_docs_fill_figures_are_the_projections() -> None:
+    """docs/watchdog.md: when a 10-pod burst on a 16Mi map warns and outgrows the deadline."""
+    from ctsim.defaults import DEFAULT_REGENERATION
+    from ctsim.profiles import PUBLISHED_ENTRIES_PER_S
+    from ctsim.projection import FamilyWalk, max_entries_for_burst
+
+    walks = [FamilyWalk("ipv4", (1,), PUBLISHED_ENTRIES_PER_S)]
+    text = " ".join((ROOT / "docs" / "watchdog.md").read_text().split())
+    t = Thresholds()
+    assert t.burst == 10 and "a 10-pod burst" in text
+    for ratio in (t.warning_ratio, t.critical_ratio):
+        entries = max_entries_for_burst(walks, t.burst, ratio * t.deadline_s, DEFAULT_REGENERATION)
+        assert f"at {entries:,} entries" in text, entries

@@ -189,7 +189,7 @@ def main_command(
     from ctsim.profiles import PUBLISHED_ENTRIES_PER_S
     from ctsim.quantity import parse_count, parse_duration
     from ctwatch import logs
-    from ctwatch.assess import Assessor, Thresholds
+    from ctwatch.assess import RATE_WINDOW, Assessor, Thresholds
     from ctwatch.exposition import SnapshotCollector, new_registry
     from ctwatch.sources.cilium_metrics import check_url
     from ctwatch.watcher import Watcher
@@ -223,6 +223,8 @@ def main_command(
         metrics_url=metrics_url,
         metrics_timeout_s=parse_duration(metrics_timeout, "--cilium.metrics-timeout", minimum=0.01, maximum=60.0),
         bpf_sample_budget_s=parse_duration(sample_budget, "--bpf.sample-budget", allow_zero=True, maximum=1.0),
+        # A one-shot run has no earlier cycles: it samples a whole window now (20 x the budget, 0.4 s at 20ms).
+        bpf_samples_per_cycle=RATE_WINDOW if once else 1,
         **{f"enable_{name}": enabled for name, enabled in on.items()},
     )
     period = parse_duration(interval, "--interval", minimum=MIN_INTERVAL, maximum=86400.0)

@@ -26,6 +26,7 @@ class Config:
     metrics_url: str = "http://127.0.0.1:9962/metrics"
     metrics_timeout_s: float = 2.0
     bpf_sample_budget_s: float = 0.02  # 0: never sample the walk rate (use the fallback)
+    bpf_samples_per_cycle: int = 1  # walk-rate samples per cycle; --once takes the assessor's whole window
     # One toggle per registered collector (--collector.<name>), named enable_<name>.
     enable_nf_conntrack: bool = True
     enable_bpf: bool = True

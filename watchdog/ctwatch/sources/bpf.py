@@ -40,6 +40,7 @@ class BPFSource:
 
     bpffs: str
     sample_budget_s: float = 0.02
+    samples_per_cycle: int = 1  # ``--once`` takes a whole window of samples: it has no earlier cycles to rank
     cpu_budget: float = 0.005  # share of one core counting may use, on average
     batch_size: int = 4096
     _cache: dict[str, _Cached] = field(default_factory=dict)
@@ -74,9 +75,9 @@ class BPFSource:
                     entries = None if name in skip_count else self._count(name, m, now)
                     readings.append(MapReading(NAME, family, name, entries, m.max_entries))
                     if family not in rates and self.sample_budget_s > 0:
-                        rate = self._sample_rate(m)
-                        if rate:
-                            rates[family] = rate
+                        samples = sorted(r for _ in range(self.samples_per_cycle) if (r := self._sample_rate(m)))
+                        if samples:  # the assessor's rule within the cycle: the second fastest
+                            rates[family] = samples[-2] if len(samples) > 1 else samples[0]
         if not found:
             raise FileNotFoundError(f"no Cilium CT map pinned under {os.path.join(self.bpffs, 'tc', 'globals')}")
         return readings, rates
@@ -114,7 +115,9 @@ def _collect(cycle: Cycle, result: SourceResult) -> None:
     cfg = cycle.config
     source = cycle.state.get(NAME)
     if source is None:
-        source = cycle.state[NAME] = BPFSource(cfg.bpffs, sample_budget_s=cfg.bpf_sample_budget_s)
+        source = cycle.state[NAME] = BPFSource(
+            cfg.bpffs, sample_budget_s=cfg.bpf_sample_budget_s, samples_per_cycle=cfg.bpf_samples_per_cycle
+        )
     metrics = cycle.results.get("cilium_metrics")
     known = frozenset(metrics.pressure) if metrics is not None else frozenset()
     result.readings, result.walk_rates = source.collect(cycle.clock(), skip_count=known)
