@@ -69,6 +69,16 @@ def read_text(path: str, flag: str, limit: int = MAX_INPUT_BYTES) -> str:
         raise InputError(f"{flag}: {path} is not UTF-8 text") from None
 
 
+def _mode(path: str, what: str) -> int | None:
+    """The file's mode, None if it does not exist yet, or one line saying why it cannot be looked at."""
+    try:
+        return os.stat(path).st_mode
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise InputError(f"{what}: {path}: {exc.strerror or exc}") from None
+
+
 def _streamed(mode: int) -> bool:
     """Written straight into, never replaced: a character device or a FIFO."""
     return stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)
@@ -86,12 +96,7 @@ def check_writable(path: str, flag: str, suffix: str | None = None) -> None:
     if not path or not path.strip():
         raise InputError(f"{flag}: empty path")
     p = Path(path)
-    try:
-        mode: int | None = p.stat().st_mode
-    except FileNotFoundError:
-        mode = None
-    except OSError as exc:
-        raise InputError(f"{flag}: cannot use {path}: {exc.strerror or exc}") from None
+    mode = _mode(path, flag)
     if mode is not None and stat.S_ISDIR(mode):
         raise InputError(f"{flag}: {path} is a directory; name a file")
     if mode is not None and _streamed(mode):
@@ -123,21 +128,19 @@ def check_distinct(paths: dict[str, str | None]) -> None:
         if not path:
             continue
         key = os.path.realpath(path)
-        if (key in seen and not os.path.exists(key)) or (key in seen and not _streamed(os.stat(key).st_mode)):
+        if key in seen:
+            mode = _mode(key, flag)
+            if mode is not None and _streamed(mode):
+                continue  # /dev/null twice is fine: nothing is replaced
             raise InputError(f"{flag}: {path} is also {seen[key]}'s file; give each output its own")
-        seen.setdefault(key, flag)
+        seen[key] = flag
 
 
 def write_atomic(path: str, text: str) -> None:
     """A regular file through a temporary one beside it (a reader never sees half); a device or FIFO directly."""
     target = Path(path)
     data = text.encode()
-    try:
-        mode: int | None = target.stat().st_mode
-    except FileNotFoundError:
-        mode = None
-    except OSError as exc:
-        raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None
+    mode = _mode(path, "cannot write")
     if mode is not None and _streamed(mode):
         try:
             fd = _open_stream(path)
