@@ -15,7 +15,6 @@ import contextlib
 import errno
 import os
 import stat
-import tempfile
 from pathlib import Path
 
 from ctsim.errors import InputError
@@ -114,6 +113,8 @@ def check_writable(path: str, flag: str, suffix: str | None = None) -> None:
     if mode is not None and not os.access(p, os.W_OK):
         raise InputError(f"{flag}: {path} is not writable")
     # Root passes every os.access check; /proc, sysfs or a read-only mount still refuse a new file. Try one.
+    import tempfile  # here, not at the top: it pulls in shutil and random, ~1 ms of every start-up
+
     try:
         with tempfile.NamedTemporaryFile(dir=parent, prefix=f".{p.name}.", suffix=".check"):
             pass
@@ -152,6 +153,8 @@ def write_atomic(path: str, text: str) -> None:
         return
     if mode is not None and not stat.S_ISREG(mode):
         raise InputError(f"cannot write {path}: it is {_kind(mode)}, not a regular file")
+    import tempfile
+
     tmp: str | None = None
     try:
         fd, tmp = tempfile.mkstemp(dir=target.parent if str(target.parent) else ".", prefix=f".{target.name}.")
