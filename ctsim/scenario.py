@@ -7,6 +7,7 @@ the same parsed values, and so bad input fails before any simulation starts.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from typing import NamedTuple
 
 from ctsim.churn import ChurnSchedule, parse_churn
 from ctsim.defaults import (
@@ -19,8 +20,8 @@ from ctsim.defaults import (
     LIMIT_TABLE_MAX,
 )
 from ctsim.errors import InputError
-from ctsim.presets import DEFAULT_PRESET, get_preset
-from ctsim.profiles import get_profile
+from ctsim.presets import DEFAULT_PRESET, Preset, get_preset
+from ctsim.profiles import Profile, get_profile
 from ctsim.quantity import parse_count, parse_duration, parse_float
 from ctsim.sizing import ct_map_sizes
 
@@ -122,7 +123,13 @@ def resolve(
     seed: int | str = 1,
     calibration: str | None = None,
 ) -> Scenario:
-    """Flags (as the user typed them) over the preset; raises InputError on bad input."""
+    """Flags (as the user typed them) over the preset; raises InputError on bad input.
+
+    The rules run in this order (so the first bad flag is the one named):
+    counts and sizing inputs, the IPv4 maps (``_ipv4_maps``), the IPv6 maps
+    (``_ipv6_maps``), the walk rate (``_walk_rate``), durations, the GC's
+    state at t=0 (``_gc_start``).
+    """
     typed = dict(locals())
     p = get_preset(DEFAULT_PRESET if preset is None else preset)
     prof = get_profile(profile)
@@ -141,7 +148,84 @@ def resolve(
     if ratio == 0.0:
         ratio = None
 
-    # Map capacity: explicit, or from sizing, or the preset's static limit.
+    v4 = _ipv4_maps(p, memory, ratio, max_entries, n_entries, notes)
+    v6 = _ipv6_maps(ipv6_entries, ipv6_max_entries, v4, notes)
+    if agent_state not in AGENT_STATES:
+        raise InputError(f"--agent-state: must be warm or fresh, got {agent_state!r}")
+
+    if expired_fraction is not None:
+        expired = parse_float(expired_fraction, "--expired-fraction", low=0.0, high=1.0)
+    else:
+        expired = p.expired_fraction
+    walk_rate, rate_source, delete_s = _walk_rate(prof, rate, calibration)
+
+    schedule = parse_churn(churn if churn is not None else p.churn)
+    conn_s = (
+        parse_duration(conn_duration, "--conn-duration", maximum=MAX_HORIZON)
+        if conn_duration is not None
+        else DEFAULT_CONN_SECONDS
+    )
+    deadline_s = (
+        parse_duration(deadline, "--deadline", minimum=1.0, maximum=MAX_DEADLINE)
+        if deadline is not None
+        else CLIENT_TIMEOUT
+    )
+    horizon_s = parse_duration(horizon, "--horizon", maximum=MAX_HORIZON) if horizon is not None else DEFAULT_HORIZON
+    regen_s = (
+        parse_duration(regeneration, "--regeneration-time", allow_zero=True, maximum=MAX_REGENERATION)
+        if regeneration is not None
+        else DEFAULT_REGENERATION
+    )
+    gc = _gc_start(gc_interval, gc_initial_interval, gc_next_pass, gc_max_interval, agent_state, notes)
+
+    return Scenario(
+        preset=p.name,
+        profile=prof.name,
+        entries=v4.entries,
+        max_entries=v4.tcp_max,
+        max_entries_source=v4.source,
+        any_max_entries=v4.any_max,
+        agent_state=agent_state,
+        ipv6_entries=v6.entries,
+        ipv6_max_entries=v6.tcp_max,
+        ipv6_any_max_entries=v6.any_max,
+        expired_fraction=expired,
+        pods=n_pods,
+        walk_rate=walk_rate,
+        rate_source=rate_source,
+        delete_seconds=delete_s,
+        churn=schedule,
+        conn_seconds=conn_s,
+        deadline=deadline_s,
+        gc_interval=gc.fixed,
+        gc_initial_interval=gc.initial,
+        gc_first_pass=gc.first_pass,
+        gc_max_interval=gc.max_interval,
+        regeneration_seconds=regen_s,
+        cores=n_cores,
+        node_memory=memory,
+        map_ratio=ratio,
+        horizon=horizon_s,
+        seed=n_seed,
+        notes=tuple(notes),
+        calibration=calibration,
+        flags=typed,
+    )
+
+
+class _Maps(NamedTuple):
+    """One family's maps: entries at t=0, the TCP and non-TCP capacities, and where the capacity came from."""
+
+    entries: int | None
+    tcp_max: int
+    any_max: int
+    source: str = ""
+
+
+def _ipv4_maps(
+    p: Preset, memory: int, ratio: float | None, max_entries: str | None, n_entries: int, notes: list[str]
+) -> _Maps:
+    """Map capacity: explicit, or from sizing, or the preset's static limit; a table never exceeds its map."""
     if ratio is not None:
         sizes = ct_map_sizes(memory, ratio)
         tcp_max, any_max = sizes.tcp, sizes.any
@@ -170,9 +254,13 @@ def resolve(
             )
         tcp_max = n_entries
         source += ", raised to --entries"
+    return _Maps(n_entries, tcp_max, any_max, source)
 
+
+def _ipv6_maps(ipv6_entries: str | None, ipv6_max_entries: str | None, v4: _Maps, notes: list[str]) -> _Maps:
+    """The IPv6 family, when the node is dual-stack: Cilium sizes both families' maps alike."""
     v6_entries = parse_count(ipv6_entries, "--ipv6-entries") if ipv6_entries is not None else None
-    v6_tcp_max, v6_any_max = tcp_max, any_max  # Cilium sizes both families' maps alike
+    v6_tcp_max, v6_any_max = v4.tcp_max, v4.any_max
     if ipv6_max_entries is not None:
         v6_tcp_max = parse_count(ipv6_max_entries, "--ipv6-max-entries", minimum=1)
         if v6_entries is None:
@@ -194,14 +282,11 @@ def resolve(
             )
         else:
             v6_tcp_max = v6_entries  # as for IPv4: the map is at least as large as what it holds
-    if agent_state not in AGENT_STATES:
-        raise InputError(f"--agent-state: must be warm or fresh, got {agent_state!r}")
+    return _Maps(v6_entries, v6_tcp_max, v6_any_max)
 
-    if expired_fraction is not None:
-        expired = parse_float(expired_fraction, "--expired-fraction", low=0.0, high=1.0)
-    else:
-        expired = p.expired_fraction
 
+def _walk_rate(prof: Profile, rate: str | None, calibration: str | None) -> tuple[float, str, float]:
+    """(entries/s, where it came from, seconds per delete): --rate, else the calibration, else the profile's."""
     delete_s = prof.delete_seconds
     cal = None
     if calibration is not None:
@@ -211,37 +296,36 @@ def resolve(
     if cal is not None:
         delete_s = cal.delete_seconds_per_entry
     if rate is not None:
-        walk_rate = float(parse_count(rate, "--rate", minimum=1, maximum=MAX_WALK_RATE))
-        rate_source = "--rate"
-    elif cal is not None:
-        walk_rate, rate_source = cal.walk_rate(prof.walk), cal.describe(prof.walk)
-    else:
-        walk_rate, rate_source = prof.walk_rate, prof.source
+        return float(parse_count(rate, "--rate", minimum=1, maximum=MAX_WALK_RATE)), "--rate", delete_s
+    if cal is not None:
+        return cal.walk_rate(prof.walk), cal.describe(prof.walk), delete_s
+    return prof.walk_rate, prof.source, delete_s
 
-    schedule = parse_churn(churn if churn is not None else p.churn)
-    conn_s = (
-        parse_duration(conn_duration, "--conn-duration", maximum=MAX_HORIZON)
-        if conn_duration is not None
-        else DEFAULT_CONN_SECONDS
-    )
-    deadline_s = (
-        parse_duration(deadline, "--deadline", minimum=1.0, maximum=MAX_DEADLINE)
-        if deadline is not None
-        else CLIENT_TIMEOUT
-    )
-    horizon_s = parse_duration(horizon, "--horizon", maximum=MAX_HORIZON) if horizon is not None else DEFAULT_HORIZON
-    regen_s = (
-        parse_duration(regeneration, "--regeneration-time", allow_zero=True, maximum=MAX_REGENERATION)
-        if regeneration is not None
-        else DEFAULT_REGENERATION
-    )
+
+class _GCStart(NamedTuple):
+    fixed: float  # conntrack-gc-interval; 0: adaptive
+    initial: float  # GetInterval's cachedGCInterval at t=0 (0: none yet)
+    first_pass: float  # when the next pass runs
+    max_interval: float  # conntrack-gc-max-interval; 0: Cilium's
+
+
+def _gc_start(
+    gc_interval: str,
+    gc_initial_interval: str | None,
+    gc_next_pass: str | None,
+    gc_max_interval: str | None,
+    agent_state: str,
+    notes: list[str],
+) -> _GCStart:
+    """The GC's state at t=0 (GetInterval's cachedGCInterval, and when the next pass runs).
+
+    A fresh agent has no cached interval and runs its first pass now; so does
+    an agent given a fixed or an initial interval. Otherwise a warm agent is
+    in the incident's state: drifted to the 12 h cap, mid-cycle.
+    """
     gc_bounds = {"minimum": MIN_GC_INTERVAL, "maximum": MAX_HORIZON}
     max_interval = parse_duration(gc_max_interval, "--gc-max-interval", **gc_bounds) if gc_max_interval else 0.0
 
-    # GC state at t=0 (GetInterval's cachedGCInterval, and when the next pass
-    # runs). A fresh agent has no cached interval and runs its first pass now;
-    # so does an agent given a fixed or an initial interval. Otherwise a warm
-    # agent is in the incident's state: drifted to the 12 h cap, mid-cycle.
     fixed = 0.0 if gc_interval.strip() == "auto" else parse_duration(gc_interval, "--gc-interval", **gc_bounds)
     if gc_initial_interval is not None:
         initial = parse_duration(gc_initial_interval, "--gc-initial-interval", **gc_bounds)
@@ -260,37 +344,4 @@ def resolve(
         first_pass = parse_duration(gc_next_pass, "--gc-next-pass", allow_zero=True, maximum=MAX_HORIZON)
     if initial == CONNTRACK_GC_STARTING_INTERVAL and first_pass == 0.0:
         notes.append("GC starts fresh: first pass now, interval 5m")
-
-    return Scenario(
-        preset=p.name,
-        profile=prof.name,
-        entries=n_entries,
-        max_entries=tcp_max,
-        max_entries_source=source,
-        any_max_entries=any_max,
-        agent_state=agent_state,
-        ipv6_entries=v6_entries,
-        ipv6_max_entries=v6_tcp_max,
-        ipv6_any_max_entries=v6_any_max,
-        expired_fraction=expired,
-        pods=n_pods,
-        walk_rate=walk_rate,
-        rate_source=rate_source,
-        delete_seconds=delete_s,
-        churn=schedule,
-        conn_seconds=conn_s,
-        deadline=deadline_s,
-        gc_interval=fixed,
-        gc_initial_interval=initial,
-        gc_first_pass=first_pass,
-        gc_max_interval=max_interval,
-        regeneration_seconds=regen_s,
-        cores=n_cores,
-        node_memory=memory,
-        map_ratio=ratio,
-        horizon=horizon_s,
-        seed=n_seed,
-        notes=tuple(notes),
-        calibration=calibration,
-        flags=typed,
-    )
+    return _GCStart(fixed, initial, first_pass, max_interval)
