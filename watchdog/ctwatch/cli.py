@@ -25,6 +25,7 @@ from ctwatch.sources import REGISTRY
 if TYPE_CHECKING:
     from prometheus_client.registry import CollectorRegistry
 
+    from ctwatch.assess import Thresholds
     from ctwatch.exposition import SnapshotCollector
     from ctwatch.watcher import Watcher
     from ctwatch.webconfig import WebConfig
@@ -73,6 +74,33 @@ def _version(value: bool) -> None:
 
         print(f"ctwatch {__version__}")
         raise typer.Exit()
+
+
+def _thresholds(burst: str, deadline: str, warning_ratio: str, critical_ratio: str) -> Thresholds:
+    """What the projection is held against: the burst, the deadline, the two ratios."""
+    from ctsim.quantity import parse_count, parse_duration
+    from ctwatch.assess import Thresholds
+
+    warning, critical = parse_ratios(warning_ratio, critical_ratio)
+    return Thresholds(
+        burst=parse_count(burst, "--burst", minimum=1, maximum=100_000),
+        deadline_s=parse_duration(deadline, "--deadline", minimum=1.0, maximum=86400.0),
+        warning_ratio=warning,
+        critical_ratio=critical,
+    )
+
+
+def _fallback_rate(rate: str | None, calibration: str | None) -> tuple[float, str]:
+    """The walk rate used until one is measured (and always, when given): --rate, the calibration, or published."""
+    from ctsim.calibration import load
+    from ctsim.profiles import PUBLISHED_ENTRIES_PER_S
+    from ctsim.quantity import parse_count
+
+    if rate is not None:
+        return float(parse_count(rate, "--rate", minimum=1, maximum=10**10)), "configured"
+    if calibration is not None:
+        return load(calibration).per_entry_entries_per_s, "calibrated"
+    return PUBLISHED_ENTRIES_PER_S, "published"
 
 
 def _enabled(flag: bool | None, disable_defaults: bool) -> bool:
@@ -184,33 +212,21 @@ def main_command(
     """Warn through Prometheus before conntrack scrubs outgrow the CNI deadline."""
     if ctx.invoked_subcommand is not None:
         return
-    from ctsim.calibration import load
     from ctsim.files import check_writable
-    from ctsim.profiles import PUBLISHED_ENTRIES_PER_S
-    from ctsim.quantity import parse_count, parse_duration
+    from ctsim.quantity import parse_duration
     from ctwatch import logs
-    from ctwatch.assess import RATE_WINDOW, Assessor, Thresholds
+    from ctwatch.assess import RATE_WINDOW, Assessor
     from ctwatch.exposition import SnapshotCollector, new_registry
     from ctwatch.sources.cilium_metrics import check_url
     from ctwatch.watcher import Watcher
 
+    # Checked in this order, so the first bad flag is the one named.
     try:
         logs.configure(log_level, log_format)
     except ValueError as exc:
         raise InputError(str(exc)) from None
-    warning, critical = parse_ratios(warning_ratio, critical_ratio)
-    thresholds = Thresholds(
-        burst=parse_count(burst, "--burst", minimum=1, maximum=100_000),
-        deadline_s=parse_duration(deadline, "--deadline", minimum=1.0, maximum=86400.0),
-        warning_ratio=warning,
-        critical_ratio=critical,
-    )
-    if rate is not None:
-        fallback, fallback_source = float(parse_count(rate, "--rate", minimum=1, maximum=10**10)), "configured"
-    elif calibration is not None:
-        fallback, fallback_source = load(calibration).per_entry_entries_per_s, "calibrated"
-    else:
-        fallback, fallback_source = PUBLISHED_ENTRIES_PER_S, "published"
+    thresholds = _thresholds(burst, deadline, warning_ratio, critical_ratio)
+    fallback, fallback_source = _fallback_rate(rate, calibration)
     on = {name: _enabled(flag, disable_defaults) for name, flag in collectors.items()}
     if on["cilium_metrics"] and (problem := check_url(metrics_url)):
         raise InputError(f"--cilium.metrics-url: {problem}")

@@ -40,114 +40,128 @@ class SnapshotCollector(Collector):
         """A collection has run (what /healthz reports)."""
         return self._snapshot is not None
 
-    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily | InfoMetricFamily]:
+    def collect(self) -> Iterator[Family]:
         with self._lock:
             snap = self._snapshot
-        t = self.thresholds
-        yield InfoMetricFamily("ctwatch_build", "ctwatch's version.", value={"version": __version__})
-        yield GaugeMetricFamily("ctwatch_deadline_seconds", "cilium-cni's API client timeout.", value=t.deadline_s)
-        yield GaugeMetricFamily(
-            "ctwatch_burst_pods", "Pod creates assumed to queue on the CT lock at once.", value=t.burst
-        )
-        up = GaugeMetricFamily("ctwatch_source_up", "1 if the source answered in the last cycle.", labels=["source"])
-        took = GaugeMetricFamily(
-            "ctwatch_source_scrape_duration_seconds", "Time the source took in the last cycle.", labels=["source"]
-        )
+        yield from _settings(self.thresholds)
+        yield from _sources(snap, self.enabled)
         if snap is None:
-            yield up
-            yield took
             return
-        for name in self.enabled:
-            result = snap.results.get(name)
-            if result is not None:
-                up.add_metric([name], 1.0 if result.up else 0.0)
-                took.add_metric([name], result.duration_s)
+        yield from _tables(snap)
+        yield from _families(snap)
+
+
+Family = GaugeMetricFamily | CounterMetricFamily | InfoMetricFamily
+
+# Each family's projection, declared once: (name, help, the FamilyAssessment field), in page order.
+# The walk rate also carries its source, so it is built apart (first on the page).
+FAMILY_GAUGES: tuple[tuple[str, str, str], ...] = (
+    ("ctwatch_walk_rate_samples", "Measured samples behind the walk rate (0: not measured).", "rate_samples"),
+    ("ctwatch_projected_walk_seconds", "One full walk of the family's CT maps.", "walk_seconds"),
+    (
+        "ctwatch_projected_burst_seconds",
+        "Until the last of ctwatch_burst_pods creates queued on the lock finishes (walks + regeneration).",
+        "burst_seconds",
+    ),
+    (
+        "ctwatch_burst_deadline_ratio",
+        "Projected burst seconds over the deadline (headroom is 1 - this).",
+        "deadline_ratio",
+    ),
+    ("ctwatch_safe_burst_pods", "The largest burst whose scrubs fit the deadline.", "safe_burst"),
+    (
+        "ctwatch_seconds_until_deadline",
+        "At the recent growth of the table, until the burst projection reaches the deadline (+Inf: not growing).",
+        "seconds_until_deadline",
+    ),
+    ("ctwatch_level", "0 ok, 1 warning, 2 critical.", "level"),
+    (
+        "ctwatch_projection_age_seconds",
+        "0 when this cycle computed the projection; else the age of the last good one, kept while sources fail.",
+        "age_s",
+    ),
+)
+
+
+def _settings(t: Thresholds) -> Iterator[Family]:
+    """What ctwatch runs with: its version, the deadline and the burst it projects."""
+    yield InfoMetricFamily("ctwatch_build", "ctwatch's version.", value={"version": __version__})
+    yield GaugeMetricFamily("ctwatch_deadline_seconds", "cilium-cni's API client timeout.", value=t.deadline_s)
+    yield GaugeMetricFamily("ctwatch_burst_pods", "Pod creates assumed to queue on the CT lock at once.", value=t.burst)
+
+
+def _sources(snap: Snapshot | None, enabled: tuple[str, ...]) -> Iterator[Family]:
+    """Per source, as node_exporter per collector: up, how long it took, when it last answered; ctwatch's cost."""
+    up = GaugeMetricFamily("ctwatch_source_up", "1 if the source answered in the last cycle.", labels=["source"])
+    took = GaugeMetricFamily(
+        "ctwatch_source_scrape_duration_seconds", "Time the source took in the last cycle.", labels=["source"]
+    )
+    if snap is None:
         yield up
         yield took
-        last = GaugeMetricFamily(
-            "ctwatch_last_success_timestamp_seconds",
-            "When the source last answered (unix time): how stale its readings are.",
-            labels=["source"],
-        )
-        for name in self.enabled:
-            if name in snap.last_success:
-                last.add_metric([name], snap.last_success[name])
-        yield last
-        yield CounterMetricFamily(
-            "ctwatch_cycle_cpu_seconds", "CPU time ctwatch spent on collection cycles.", value=snap.cpu_total_s
-        )
-        yield CounterMetricFamily("ctwatch_cycles", "Collection cycles run.", value=snap.cycles_total)
+        return
+    for name in enabled:
+        result = snap.results.get(name)
+        if result is not None:
+            up.add_metric([name], 1.0 if result.up else 0.0)
+            took.add_metric([name], result.duration_s)
+    yield up
+    yield took
+    last = GaugeMetricFamily(
+        "ctwatch_last_success_timestamp_seconds",
+        "When the source last answered (unix time): how stale its readings are.",
+        labels=["source"],
+    )
+    for name in enabled:
+        if name in snap.last_success:
+            last.add_metric([name], snap.last_success[name])
+    yield last
+    yield CounterMetricFamily(
+        "ctwatch_cycle_cpu_seconds", "CPU time ctwatch spent on collection cycles.", value=snap.cpu_total_s
+    )
+    yield CounterMetricFamily("ctwatch_cycles", "Collection cycles run.", value=snap.cycles_total)
 
-        labels = ["source", "family", "map"]
-        entries = GaugeMetricFamily("ctwatch_entries", "Entries present in the table.", labels=labels)
-        max_entries = GaugeMetricFamily("ctwatch_max_entries", "Capacity of the table.", labels=labels)
-        for result in snap.results.values():
-            for r in result.readings if result.up else []:
-                if r.entries is not None:
-                    entries.add_metric([r.source, r.family, r.map], r.entries)
-                max_entries.add_metric([r.source, r.family, r.map], r.max_entries)
-        metrics = snap.results.get("cilium_metrics")
-        if metrics is not None and metrics.up:
-            bpf = snap.results.get("bpf")
-            capacity = {r.map: r.max_entries for r in bpf.readings} if bpf is not None and bpf.up else {}
-            for name, pressure in sorted(metrics.pressure.items()):
-                if name in capacity:
-                    family = "ipv6" if "6" in name else "ipv4"
-                    entries.add_metric(["cilium_metrics", family, name], round(pressure * capacity[name]))
-        yield entries
-        yield max_entries
-        if metrics is not None and metrics.up and "gc_interval_seconds" in metrics.extra:
-            yield GaugeMetricFamily(
-                "ctwatch_cilium_gc_interval_seconds",
-                "Cilium's current conntrack GC interval (cilium_datapath_conntrack_gc_interval_seconds).",
-                value=metrics.extra["gc_interval_seconds"],
-            )
 
-        fam = ["family"]
-        rate = GaugeMetricFamily(
-            "ctwatch_walk_rate_entries_per_second",
-            "Entries per second one CT walk visits.",
-            labels=["family", "source"],
+def _tables(snap: Snapshot) -> Iterator[Family]:
+    """Entries and capacity of every table each source read; Cilium's pressure times the map's capacity."""
+    labels = ["source", "family", "map"]
+    entries = GaugeMetricFamily("ctwatch_entries", "Entries present in the table.", labels=labels)
+    max_entries = GaugeMetricFamily("ctwatch_max_entries", "Capacity of the table.", labels=labels)
+    for result in snap.results.values():
+        for r in result.readings if result.up else []:
+            if r.entries is not None:
+                entries.add_metric([r.source, r.family, r.map], r.entries)
+            max_entries.add_metric([r.source, r.family, r.map], r.max_entries)
+    metrics = snap.results.get("cilium_metrics")
+    if metrics is not None and metrics.up:
+        bpf = snap.results.get("bpf")
+        capacity = {r.map: r.max_entries for r in bpf.readings} if bpf is not None and bpf.up else {}
+        for name, pressure in sorted(metrics.pressure.items()):
+            if name in capacity:
+                family = "ipv6" if "6" in name else "ipv4"
+                entries.add_metric(["cilium_metrics", family, name], round(pressure * capacity[name]))
+    yield entries
+    yield max_entries
+    if metrics is not None and metrics.up and "gc_interval_seconds" in metrics.extra:
+        yield GaugeMetricFamily(
+            "ctwatch_cilium_gc_interval_seconds",
+            "Cilium's current conntrack GC interval (cilium_datapath_conntrack_gc_interval_seconds).",
+            value=metrics.extra["gc_interval_seconds"],
         )
-        walk = GaugeMetricFamily("ctwatch_projected_walk_seconds", "One full walk of the family's CT maps.", labels=fam)
-        burst = GaugeMetricFamily(
-            "ctwatch_projected_burst_seconds",
-            "Until the last of ctwatch_burst_pods creates queued on the lock finishes (walks + regeneration).",
-            labels=fam,
-        )
-        ratio = GaugeMetricFamily(
-            "ctwatch_burst_deadline_ratio",
-            "Projected burst seconds over the deadline (headroom is 1 - this).",
-            labels=fam,
-        )
-        safe = GaugeMetricFamily(
-            "ctwatch_safe_burst_pods", "The largest burst whose scrubs fit the deadline.", labels=fam
-        )
-        eta = GaugeMetricFamily(
-            "ctwatch_seconds_until_deadline",
-            "At the recent growth of the table, until the burst projection reaches the deadline (+Inf: not growing).",
-            labels=fam,
-        )
-        level = GaugeMetricFamily("ctwatch_level", "0 ok, 1 warning, 2 critical.", labels=fam)
-        samples = GaugeMetricFamily(
-            "ctwatch_walk_rate_samples", "Measured samples behind the walk rate (0: not measured).", labels=fam
-        )
-        age = GaugeMetricFamily(
-            "ctwatch_projection_age_seconds",
-            "0 when this cycle computed the projection; else the age of the last good one, kept while sources fail.",
-            labels=fam,
-        )
-        for f in snap.families:
-            samples.add_metric([f.family], f.rate_samples)
-            age.add_metric([f.family], f.age_s)
-            rate.add_metric([f.family, f.rate_source], f.rate)
-            walk.add_metric([f.family], f.walk_seconds)
-            burst.add_metric([f.family], f.burst_seconds)
-            ratio.add_metric([f.family], f.deadline_ratio)
-            safe.add_metric([f.family], f.safe_burst)
-            eta.add_metric([f.family], f.seconds_until_deadline)
-            level.add_metric([f.family], f.level)
-        yield from (rate, samples, walk, burst, ratio, safe, eta, level, age)
+
+
+def _families(snap: Snapshot) -> Iterator[Family]:
+    """Each family's projection: the walk rate with its source, then ``FAMILY_GAUGES``."""
+    rate = GaugeMetricFamily(
+        "ctwatch_walk_rate_entries_per_second", "Entries per second one CT walk visits.", labels=["family", "source"]
+    )
+    gauges = [(GaugeMetricFamily(name, text, labels=["family"]), field) for name, text, field in FAMILY_GAUGES]
+    for f in snap.families:
+        rate.add_metric([f.family, f.rate_source], f.rate)
+        for gauge, field in gauges:
+            gauge.add_metric([f.family], getattr(f, field))
+    yield rate
+    yield from (gauge for gauge, _ in gauges)
 
 
 def new_registry(collector: SnapshotCollector, process: bool = False) -> CollectorRegistry:
