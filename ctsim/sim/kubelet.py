@@ -18,7 +18,7 @@ from ctsim.sim.endpoint import Sandbox
 from ctsim.sim.limiter import Call
 from ctsim.sim.node import Node
 from ctsim.sim.parking import Parking, Resume
-from ctsim.sim.pod import ADD, BACK_OFF, DEL_AFTER_ADD, DEL_STALE, Pod, backoff
+from ctsim.sim.pod import ADD, BACK_OFF, DEL_AFTER_ADD, DEL_STALE, Pod, Step, backoff
 
 _ADD_OK = AddOutcome.OK  # a module global: read faster than the Enum attribute on 3.11
 
@@ -49,15 +49,15 @@ def pod_worker(
         if (
             parking is not None
             and call is None
-            and (own_timer or step == DEL_AFTER_ADD)
+            and (own_timer or step is DEL_AFTER_ADD)
             and parking.worth_it(pod)
-            and parking.admits(sandbox if step == DEL_AFTER_ADD else stale)
+            and parking.admits(sandbox if step is DEL_AFTER_ADD else stale)
         ):
             step, stale, sandbox, call = yield from _parked(parking, pod, stale, sandbox, env.now, step)
             own_timer = False
             continue
         own_timer = False
-        if step == BACK_OFF:
+        if step is BACK_OFF:
             delay = backoff(pod.rng) / node.time_scale
             step = DEL_STALE if stale is not None else ADD
             if parking is None or not parking.worth_it(pod) or not parking.admits(stale):
@@ -66,7 +66,7 @@ def pod_worker(
                 continue
             step, stale, sandbox, call = yield from _parked(parking, pod, stale, sandbox, env.now + delay, step)
             continue
-        if step == DEL_STALE:
+        if step is DEL_STALE:
             assert stale is not None
             torn_down = yield from cni_del(node, stale, call)
             call = None
@@ -75,7 +75,7 @@ def pod_worker(
                 stale, step = None, ADD
             else:
                 step = BACK_OFF
-        elif step == ADD:
+        elif step is ADD:
             if call is None:
                 pod.attempts += 1
                 pod.attempt_times.append(env.now)
@@ -98,8 +98,8 @@ def pod_worker(
 
 
 def _parked(
-    parking: Parking, pod: Pod, stale: Sandbox | None, sandbox: Sandbox | None, at: float, step: str
-) -> Generator[simpy.Event, object, tuple[str, Sandbox | None, Sandbox | None, Call | None]]:
+    parking: Parking, pod: Pod, stale: Sandbox | None, sandbox: Sandbox | None, at: float, step: Step
+) -> Generator[simpy.Event, object, tuple[Step, Sandbox | None, Sandbox | None, Call | None]]:
     """Hands the pod's ``step`` at ``at`` to parking; returns where the pod goes on (step, sandboxes, call)."""
     resume = cast("Resume", (yield parking.park(pod, stale, sandbox, at, step)))
     return resume.step, resume.stale, resume.sandbox, resume.call

@@ -28,6 +28,7 @@ from __future__ import annotations
 import itertools
 from collections import deque
 from dataclasses import dataclass
+from enum import Enum
 from heapq import heappop, heappush
 from typing import NamedTuple
 
@@ -39,23 +40,30 @@ from ctsim.sim.cni import Arrived, add_call, del_call
 from ctsim.sim.endpoint import Sandbox, has_endpoint
 from ctsim.sim.limiter import Call
 from ctsim.sim.node import Node
-from ctsim.sim.pod import ADD, DEL_AFTER_ADD, DEL_STALE, Pod, backoff, jitter
+from ctsim.sim.pod import ADD, DEL_AFTER_ADD, DEL_STALE, Pod, Step, backoff, jitter
 from ctsim.sim.semaphore import ARRIVALS, Waiter
 
-WAIT = "wait"  # in back-off until ``t``, then ``step``
+
+class Waiting(Enum):
+    """A parked pod's phase that is no step: in back-off until ``t``, then ``step``."""
+
+    WAIT = "wait"
+
+
+WAIT = Waiting.WAIT
 CREATE, DELETE = "endpoint-create", "endpoint-delete"  # the lazy queues
 CROWD = 200  # pods parked or waiting for a create slot: more than 4 slots of ~2 s each serve within max_wait
 
 
-def _limiter(phase: str) -> str:
+def _limiter(phase: Step) -> str:
     """The limiter a pod in ``phase`` (a step other than WAIT) is queued in."""
-    return CREATE if phase == ADD else DELETE
+    return CREATE if phase is ADD else DELETE
 
 
 class Resume(NamedTuple):
     """Where a parked pod's process picks up, at the instant it does: its next step, or inside ``call``."""
 
-    step: str
+    step: Step
     stale: Sandbox | None
     sandbox: Sandbox | None
     call: Call | None = None
@@ -76,8 +84,8 @@ class Parked:
     pod: Pod
     event: simpy.Event  # what its process waits on
     stale: Sandbox | None
-    phase: str  # WAIT, ADD (queued in endpoint-create) or a DEL step (queued in endpoint-delete)
-    step: str  # the step after a WAIT
+    phase: Step | Waiting  # WAIT, ADD (queued in endpoint-create) or a DEL step (queued in endpoint-delete)
+    step: Step  # the step after a WAIT
     t: float
     key: int = 0  # this position's entries in the heap and queues; older ones are dropped unread
     sandbox: Sandbox | None = None
@@ -143,7 +151,7 @@ class Parking:
             self._weights = (weight, d.slot_weight)
         return bool(self._weights[1])
 
-    def park(self, pod: Pod, stale: Sandbox | None, sandbox: Sandbox | None, at: float, step: str) -> simpy.Event:
+    def park(self, pod: Pod, stale: Sandbox | None, sandbox: Sandbox | None, at: float, step: Step) -> simpy.Event:
         """Parks a pod from now until it wakes up for ``step`` at ``at``; its process waits for a Resume.
 
         A pod parks at a back-off; at a step due now that its own jittered
