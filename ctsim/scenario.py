@@ -6,6 +6,7 @@ the same parsed values, and so bad input fails before any simulation starts.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import asdict, dataclass, field
 from typing import NamedTuple
 
@@ -18,6 +19,7 @@ from ctsim.defaults import (
     CT_MAP_ENTRIES_GLOBAL_TCP_DEFAULT,
     DEFAULT_REGENERATION,
     LIMIT_TABLE_MAX,
+    TEARDOWN_TIMEOUT,
 )
 from ctsim.errors import InputError
 from ctsim.presets import DEFAULT_PRESET, Preset, get_preset
@@ -41,6 +43,16 @@ MIN_GC_INTERVAL = 1.0  # seconds; a GC loop faster than that would only spin
 MAX_DEADLINE = 86400.0
 MAX_REGENERATION = 3600.0
 MAX_SEED = 2**63 - 1
+
+
+class NodeClock(NamedTuple):
+    """Durations as the simulated (or emulated) node lives them: the model's at 1x, ``ctsim emulate``'s k x faster."""
+
+    deadline: float  # cilium-cni's client timeout
+    teardown: float  # containerd's deferred DEL
+    regeneration: float
+    horizon: float
+    pod_start_spread: float
 
 
 @dataclass(frozen=True)
@@ -82,6 +94,18 @@ class Scenario:
     calibration: str | None = None  # the calibration file, when one was given
     # The flags as typed, for re-running (sweep rows, plan); not part of the result.
     flags: dict[str, object] = field(default_factory=dict, compare=False, repr=False)
+
+    @functools.cached_property
+    def clock(self) -> NodeClock:
+        """The scenario's durations on the clock the node runs on: divided by ``time_scale`` once, here."""
+        k = self.time_scale
+        return NodeClock(
+            deadline=self.deadline / k,
+            teardown=TEARDOWN_TIMEOUT / k,
+            regeneration=self.regeneration_seconds / k,
+            horizon=self.horizon / k,
+            pod_start_spread=self.pod_start_spread / k,
+        )
 
     def to_dict(self) -> dict[str, object]:
         d = asdict(self)

@@ -84,11 +84,11 @@ def emulate(s: Scenario, maps: list[BPFMap]) -> dict[str, Any]:
     clock = Clock()
     node = EmulatedNode(s, maps, clock)
     try:
-        horizon = s.horizon / s.time_scale
+        horizon = s.clock.horizon
         node.spawn(node.gc_loop)
         pods = []
         for i in range(s.pods):
-            model_pod = new_pod(i, s.pods, s.seed, s.pod_start_spread / s.time_scale)
+            model_pod = new_pod(i, s.pods, s.seed, s.clock.pod_start_spread)
             pod = EmuPod(index=i, created_at=model_pod.created_at)
             pods.append(pod)
             node.spawn(node.pod_worker, pod, model_pod.rng, horizon)

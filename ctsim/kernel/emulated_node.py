@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
 
-from ctsim.defaults import CT_KEY_SIZES, CT_VALUE_SIZE, ENDPOINT_CREATE, ENDPOINT_DELETE, TEARDOWN_TIMEOUT
+from ctsim.defaults import CT_KEY_SIZES, CT_VALUE_SIZE, ENDPOINT_CREATE, ENDPOINT_DELETE
 from ctsim.kernel.bpf import BPF_MAP_TYPE_LRU_HASH, BPFMap
 from ctsim.kernel.calibrate import FILL_CHUNK, ct_key
 from ctsim.kernel.threads import Clock, ThreadFIFOLock, ThreadLimiter
@@ -127,10 +127,12 @@ class EmulatedNode:
     def __init__(self, s: Scenario, maps: list[BPFMap], clock: Clock) -> None:
         self.s, self.maps, self.clock = s, maps, clock
         k = s.time_scale
-        self.deadline = s.deadline / k
-        self.teardown = TEARDOWN_TIMEOUT / k
-        self.regeneration = s.regeneration_seconds / k
-        self.horizon = s.horizon / k
+        self.deadline, self.teardown, self.regeneration, self.horizon = (
+            s.clock.deadline,
+            s.clock.teardown,
+            s.clock.regeneration,
+            s.clock.horizon,
+        )
         self.ct_lock = ThreadFIFOLock()
         self.create = ThreadLimiter(clock, "endpoint-create", scaled(ENDPOINT_CREATE, k))
         self.delete = ThreadLimiter(clock, "endpoint-delete", scaled(ENDPOINT_DELETE, k))

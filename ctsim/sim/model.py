@@ -61,7 +61,7 @@ class Model:
             families=families,
             walk_rate=s.walk_rate,
             delete_seconds=s.delete_seconds,
-            regeneration_seconds=s.regeneration_seconds / k,
+            regeneration_seconds=s.clock.regeneration,
             cores=s.cores,
             time_scale=k,
         )
@@ -83,8 +83,8 @@ class Model:
         self.trace: list[tuple[float, int, int]] = []
         if self.trace_every:
             env.process(self._sample(family, self.trace_every / k))
-        self.pods = [new_pod(i, s.pods, s.seed, s.pod_start_spread / k) for i in range(s.pods)]
-        deadline = s.deadline / k
+        self.pods = [new_pod(i, s.pods, s.seed, s.clock.pod_start_spread) for i in range(s.pods)]
+        deadline = s.clock.deadline
         parks = self.parking and Parking.applies(self.node, deadline)
         self.parked = Parking(self.node, deadline) if parks else None
         start_processes(env, lambda: self._start_pods(deadline))
@@ -118,7 +118,7 @@ class Model:
 
     def run(self, progress: Callable[[str, int, int], None] | None = None) -> Result:
         """Runs to the horizon; ``progress("simulate", 1, 100)`` after each hundredth of it."""
-        horizon = self.scenario.horizon / self.scenario.time_scale
+        horizon = self.scenario.clock.horizon
         # Events and generators are freed by reference counting as they are processed; the cyclic
         # collector would only rescan every live pod's frames, again and again (half the run at 3,000 pods).
         collecting = gc.isenabled()
@@ -142,8 +142,7 @@ class Model:
         for family in node.families:
             for m in family.maps:
                 m.catch_up(now, inclusive=False)  # a run stops before the events at its horizon
-        overhead = s.regeneration_seconds / s.time_scale
-        deadline = s.deadline / s.time_scale
+        overhead, deadline = s.clock.regeneration, s.clock.deadline
         families = [
             FamilyResult(
                 name=f.name,
