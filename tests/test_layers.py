@@ -108,6 +108,13 @@ def test_ctwatch_runs_without_the_simulator() -> None:
     assert out.strip() == "[]"
 
 
+def test_the_watcher_alone_knows_every_collector() -> None:
+    """Importing the watcher registers the collectors (a Watcher once collected nothing unless the CLI ran)."""
+    code = "from ctwatch.watcher import Config; print(sorted(Config().enabled()))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "['bpf', 'cilium_metrics', 'nf_conntrack']"
+
+
 def test_the_command_line_declares_the_defaults_resolve_takes() -> None:
     """``ctsim sweep`` reads the defaults from resolve(), ``ctsim run --help`` from options: the same."""
     params = inspect.signature(resolve).parameters

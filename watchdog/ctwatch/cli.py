@@ -334,7 +334,12 @@ def rules(
     ] = "ctwatch",
     runbook_base: Annotated[
         str,
-        typer.Option("--runbook-base", metavar="URL", help="Where docs/watchdog.md is served (runbook_url prefix)."),
+        typer.Option(
+            "--runbook-base",
+            metavar="URL",
+            help="Where your copy of docs/watchdog.md is served, e.g. https://wiki.example/ctwatch "
+            "(runbook_url prefix; the default is the path in this repository, which an alert cannot open).",
+        ),
     ] = "docs/watchdog.md",
     fmt: Annotated[
         str, typer.Option("--format", metavar="rules|prometheusrule", help="rules (a rule file) or prometheusrule.")
@@ -359,6 +364,12 @@ def rules(
         job=job,
         runbook_base=runbook_base,
     )
+    if not runbook_base.startswith(("http://", "https://")):
+        print(
+            f"ctwatch: warning: runbook_url is {runbook_base}#..., a path an alert cannot open; "
+            "pass --runbook-base with the http(s) URL where your copy of docs/watchdog.md is served",
+            file=sys.stderr,
+        )
     args = " ".join(shlex.quote(a) for a in sys.argv[2:])
     sys.stdout.write(render(settings, fmt, f" {args}" if args else ""))
 

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import ctwatch.sources  # noqa: F401 - importing the package registers every collector in it
 from ctwatch.assess import LEVELS, Assessor, FamilyAssessment
 from ctwatch.collector import Config, Cycle, collection_order
 from ctwatch.logs import log_event
