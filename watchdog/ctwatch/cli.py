@@ -276,6 +276,7 @@ def _run(watcher: Watcher, collector: SnapshotCollector, registry: CollectorRegi
     from prometheus_client import generate_latest
 
     from ctsim.files import write_atomic
+    from ctwatch.assess import RATE_WINDOW
     from ctwatch.logs import log_event
     from ctwatch.web import serve
 
@@ -287,6 +288,15 @@ def _run(watcher: Watcher, collector: SnapshotCollector, registry: CollectorRegi
             down = [name for name, r in snapshot.results.items() if not r.up]
             why = f"sources down: {', '.join(down)}" if down else "no source reported a CT map"
             log_event("no projection: no Cilium CT map was counted, so no ctwatch_level", level="warn", reason=why)
+        bpf = snapshot.results.get("bpf")
+        for f in snapshot.families:  # a one-shot rate is one moment's: say how far its samples ranged
+            spread = bpf.extra.get(f"walk_rate_spread_{f.family}") if bpf is not None else None
+            if f.rate_source == "measured" and spread is not None:
+                log_event(
+                    "walk rate", family=f.family, entries_per_second=round(f.rate), samples=RATE_WINDOW,
+                    slowest_below_fastest=f"{spread:.0%}",
+                    note="contention on this CPU only slows samples; --calibration pins the rate",
+                )  # fmt: skip
         if textfile:
             write_atomic(textfile, generate_latest(registry).decode())
         sys.stdout.write(generate_latest(registry).decode())

@@ -44,6 +44,7 @@ class BPFSource:
     cpu_budget: float = 0.005  # share of one core counting may use, on average
     batch_size: int = 4096
     _cache: dict[str, _Cached] = field(default_factory=dict)
+    spread: dict[str, float] = field(default_factory=dict)  # family -> (fastest - second fastest) / fastest, this cycle
 
     def path(self, name: str) -> str:
         return os.path.join(self.bpffs, "tc", "globals", name)
@@ -78,6 +79,8 @@ class BPFSource:
                         samples = sorted(r for _ in range(self.samples_per_cycle) if (r := self._sample_rate(m)))
                         if samples:  # the assessor's rule within the cycle: the second fastest
                             rates[family] = samples[-2] if len(samples) > 1 else samples[0]
+                            if len(samples) > 1:
+                                self.spread[family] = (samples[-1] - samples[0]) / samples[-1]
         if not found:
             raise FileNotFoundError(f"no Cilium CT map pinned under {os.path.join(self.bpffs, 'tc', 'globals')}")
         return readings, rates
@@ -121,6 +124,8 @@ def _collect(cycle: Cycle, result: SourceResult) -> None:
     metrics = cycle.results.get("cilium_metrics")
     known = frozenset(metrics.pressure) if metrics is not None else frozenset()
     result.readings, result.walk_rates = source.collect(cycle.clock(), skip_count=known)
+    for family, spread in source.spread.items():  # how far this cycle's samples ranged, fastest to slowest
+        result.extra[f"walk_rate_spread_{family}"] = spread
 
 
 register_collector(Collector(NAME, "Cilium's pinned CT maps.", _collect, reads=("cilium_metrics",)))
