@@ -21,7 +21,7 @@ from ctsim.sim.lock import GlobalDeleteLock
 from ctsim.sim.node import Family, Node
 from ctsim.sim.parking import Parking
 from ctsim.sim.pod import Pod, new_pod
-from ctsim.sim.result import Advice, FamilyResult, Result, verdict
+from ctsim.sim.result import Advice, FamilyResult, LimiterEnd, Result, verdict
 from ctsim.sim.walk import walk
 
 
@@ -167,14 +167,7 @@ class Model:
             pods=self.pods,
             counters=node.counters,
             gc=self.gc,
-            limiter_end={
-                "endpoint_create_rate_per_s": node.endpoint_create.core.rate_limit,
-                "endpoint_create_burst": node.endpoint_create.core.rate_burst,
-                "endpoint_create_parallel": node.endpoint_create.core.parallel_requests,
-                "endpoint_create_rejected": node.endpoint_create.core.rejected,
-                "endpoint_create_paced": node.endpoint_create.core.paced,
-                "endpoint_delete_parallel": node.endpoint_delete.core.parallel_requests,
-            },
+            limiter_end=LimiterEnd.of(node.endpoint_create.core, node.endpoint_delete.core),
             advice=Advice(
                 burst=s.pods,
                 safe_burst=safe_burst(walks, deadline, overhead),

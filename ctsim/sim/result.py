@@ -5,9 +5,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 from ctsim.projection import FamilyWalk, scrub_seconds
+from ctsim.rate import LimiterCore
 from ctsim.scenario import Scenario
 from ctsim.sim.gc import GCHistory
 from ctsim.sim.node import Counters
@@ -50,6 +51,34 @@ def _spread(values: list[float]) -> dict[str, float | None]:
     }
 
 
+class LimiterEnd(NamedTuple):
+    """Where AutoAdjust left the agent's limiters at the end of the run (JSON ``limiter``): a contract.
+
+    A NamedTuple, not a dataclass: it is built once a run, and a dataclass costs ~0.4 ms to define.
+    """
+
+    endpoint_create_rate_per_s: float
+    endpoint_create_burst: int
+    endpoint_create_parallel: int
+    endpoint_create_rejected: int
+    endpoint_create_paced: int
+    endpoint_delete_parallel: int
+
+    @classmethod
+    def of(cls, create: LimiterCore, delete: LimiterCore) -> LimiterEnd:
+        return cls(
+            endpoint_create_rate_per_s=create.rate_limit,
+            endpoint_create_burst=create.rate_burst,
+            endpoint_create_parallel=create.parallel_requests,
+            endpoint_create_rejected=create.rejected,
+            endpoint_create_paced=create.paced,
+            endpoint_delete_parallel=delete.parallel_requests,
+        )
+
+    def to_dict(self) -> dict[str, float]:
+        return self._asdict()
+
+
 @dataclass
 class FamilyResult:
     """One address family's maps and lock over the run."""
@@ -83,7 +112,7 @@ class Result:
     pods: list[Pod]
     counters: Counters
     gc: GCHistory
-    limiter_end: dict[str, float]
+    limiter_end: LimiterEnd
     advice: Advice
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -224,7 +253,7 @@ class Result:
                 }
                 for f, w in zip(self.families, self.walks, strict=True)
             },
-            "limiter": self.limiter_end,
+            "limiter": self.limiter_end.to_dict(),
             "advice": {
                 "burst": self.advice.burst,
                 "safe_burst": self.advice.safe_burst,
