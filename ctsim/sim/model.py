@@ -167,7 +167,7 @@ class Model:
             pods=self.pods,
             counters=node.counters,
             gc=self.gc,
-            limiter_end=LimiterEnd.of(node.endpoint_create.core, node.endpoint_delete.core),
+            limiter_end=LimiterEnd(node.endpoint_create.core, node.endpoint_delete.core),
             advice=Advice(
                 burst=s.pods,
                 safe_burst=safe_burst(walks, deadline, overhead),

@@ -28,7 +28,6 @@ from __future__ import annotations
 import itertools
 from collections import deque
 from dataclasses import dataclass
-from enum import Enum
 from heapq import heappop, heappush
 from typing import NamedTuple
 
@@ -40,17 +39,10 @@ from ctsim.sim.cni import Arrived, add_call, del_call
 from ctsim.sim.endpoint import Sandbox, has_endpoint
 from ctsim.sim.limiter import Call
 from ctsim.sim.node import Node
-from ctsim.sim.pod import ADD, DEL_AFTER_ADD, DEL_STALE, Pod, Step, backoff, jitter
+from ctsim.sim.pod import ADD, BACK_OFF, DEL_AFTER_ADD, DEL_STALE, Pod, Step, backoff, jitter
 from ctsim.sim.semaphore import ARRIVALS, Waiter
 
-
-class Waiting(Enum):
-    """A parked pod's phase that is no step: in back-off until ``t``, then ``step``."""
-
-    WAIT = "wait"
-
-
-WAIT = Waiting.WAIT
+WAIT = BACK_OFF  # a parked pod's phase while it backs off until ``t``; then ``step``
 CREATE, DELETE = "endpoint-create", "endpoint-delete"  # the lazy queues
 CROWD = 200  # pods parked or waiting for a create slot: more than 4 slots of ~2 s each serve within max_wait
 
@@ -84,7 +76,7 @@ class Parked:
     pod: Pod
     event: simpy.Event  # what its process waits on
     stale: Sandbox | None
-    phase: Step | Waiting  # WAIT, ADD (queued in endpoint-create) or a DEL step (queued in endpoint-delete)
+    phase: Step  # WAIT, ADD (queued in endpoint-create) or a DEL step (queued in endpoint-delete)
     step: Step  # the step after a WAIT
     t: float
     key: int = 0  # this position's entries in the heap and queues; older ones are dropped unread
