@@ -137,10 +137,10 @@ def check_distinct(paths: dict[str, str | None]) -> None:
         seen[key] = flag
 
 
-def write_atomic(path: str, text: str) -> None:
+def write_atomic(path: str, text: str | bytes) -> None:
     """A regular file through a temporary one beside it (a reader never sees half); a device or FIFO directly."""
     target = Path(path)
-    data = text.encode()
+    data = text.encode() if isinstance(text, str) else text
     mode = _mode(path, "cannot write")
     if mode is not None and _streamed(mode):
         try:

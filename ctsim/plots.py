@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import io
 from typing import Any
 
 from ctsim.defaults import CONNTRACK_GC_STARTING_INTERVAL
 from ctsim.errors import InputError
+from ctsim.files import write_atomic
 from ctsim.quantity import format_count, format_duration
 
 
@@ -101,9 +103,10 @@ def drift(
 
 
 def _save(plt: Any, fig: Any, path: str) -> None:
+    """Rendered in memory, then written as every output is (``files.write_atomic``: a FIFO or device too)."""
+    png = io.BytesIO()
     try:
-        fig.savefig(path, dpi=110, format="png")
-    except OSError as exc:
-        raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None
+        fig.savefig(png, dpi=110, format="png")
     finally:
         plt.close(fig)
+    write_atomic(path, png.getvalue())

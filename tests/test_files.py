@@ -9,6 +9,7 @@ import os
 import stat
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -103,3 +104,18 @@ def test_a_regular_file_keeps_its_mode_and_is_replaced_whole(tmp_path: Path) -> 
 def test_outputs_where_no_file_can_be_made_are_refused_before_work() -> None:
     with pytest.raises(InputError, match=r"takes no new files|not writable"):
         check_writable("/proc/version", "--output")
+
+
+def test_a_plot_onto_a_device_or_fifo_is_written_into(tmp_path: Path) -> None:
+    null = _mknod(tmp_path / "null", 1, 3)
+    fifo = tmp_path / "plot.png"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)  # reads while ctsim writes
+    reader.start()
+    for target in (null, fifo):
+        p = _ctsim("-m", "ctsim", "run", "--pods", "1", "--horizon", "1m", "--plot", str(target))
+        assert p.returncode == 0, p.stderr
+    reader.join(timeout=30)
+    assert got and got[0].startswith(b"\x89PNG")
+    assert _is_chr(null) and stat.S_ISFIFO(fifo.lstat().st_mode)

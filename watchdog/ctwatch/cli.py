@@ -374,6 +374,8 @@ def rules(
         job=job,
         runbook_base=runbook_base,
     )
+    if not runbook_base.strip():
+        raise InputError("--runbook-base: empty; give the URL where docs/watchdog.md is served")
     if not runbook_base.startswith(("http://", "https://")):
         print(
             f"ctwatch: warning: runbook_url is {runbook_base}#..., a path an alert cannot open; "
