@@ -15,6 +15,7 @@ import contextlib
 import errno
 import os
 import stat
+import time
 from pathlib import Path
 
 from ctsim.errors import InputError
@@ -45,15 +46,11 @@ def read_text(path: str, flag: str, limit: int = MAX_INPUT_BYTES) -> str:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
         raise InputError(f"{flag}: no such file: {path}") from None
-    except IsADirectoryError:
-        raise InputError(f"{flag}: {path} is a directory, not a file") from None
     except OSError as exc:
         raise InputError(f"{flag}: cannot read {path}: {exc.strerror or exc}") from None
     mode = os.fstat(fd).st_mode
     if not stat.S_ISREG(mode):
         os.close(fd)
-        if stat.S_ISDIR(mode):
-            raise InputError(f"{flag}: {path} is a directory, not a file")
         raise InputError(f"{flag}: {path} is {_kind(mode)}, not a regular file")
     with os.fdopen(fd, "rb") as f:
         try:
@@ -153,26 +150,19 @@ def write_atomic(path: str, text: str | bytes) -> None:
         return
     if mode is not None and not stat.S_ISREG(mode):
         raise InputError(f"cannot write {path}: it is {_kind(mode)}, not a regular file")
-    import tempfile
-
-    tmp: str | None = None
+    # A name of its own beside the target (O_EXCL); created 0666 less the umask, as any new file, by the kernel.
+    tmp = str(target.with_name(f".{target.name}.{os.getpid()}.{time.monotonic_ns()}.tmp"))
+    created = False
     try:
-        fd, tmp = tempfile.mkstemp(dir=target.parent if str(target.parent) else ".", prefix=f".{target.name}.")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
+        created = True
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         if mode is not None:
-            os.chmod(tmp, stat.S_IMODE(mode))  # the file keeps its permissions
-        else:
-            os.chmod(tmp, 0o666 & ~_umask())
+            os.chmod(tmp, stat.S_IMODE(mode))  # an existing file keeps its permissions
         os.replace(tmp, target)
     except OSError as exc:
-        if tmp is not None:
+        if created:  # only ours: O_EXCL never opened anyone else's file
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
         raise InputError(f"cannot write {path}: {exc.strerror or exc}") from None
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask

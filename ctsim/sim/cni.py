@@ -14,7 +14,6 @@ from typing import NamedTuple
 
 import simpy
 
-from ctsim.defaults import TEARDOWN_TIMEOUT
 from ctsim.rate import CANCELLED, REFUSED, REFUSED_PACED
 from ctsim.sim.clock import Deadline
 from ctsim.sim.endpoint import Answer, Sandbox, create_endpoint, delete_endpoint_fast, delete_endpoint_handler
@@ -57,7 +56,7 @@ def add_call(node: Node, sandbox: Sandbox, deadline_s: float, arrived: Arrived |
 
 def del_call(node: Node, sandbox: Sandbox, arrived: Arrived | None = None) -> Call:
     """DELETE /endpoint through the limiter, with containerd's teardown timeout; see ``add_call``."""
-    timeout_s = TEARDOWN_TIMEOUT / node.time_scale
+    timeout_s = node.teardown_seconds
     at = node.env.now if arrived is None else arrived.order[0]
     deadline = at + timeout_s
     ctx = node.env.timeout(timeout_s) if arrived is None else Deadline(node.env, deadline)

@@ -62,6 +62,7 @@ class Model:
             walk_rate=s.walk_rate,
             delete_seconds=s.delete_seconds,
             regeneration_seconds=s.clock.regeneration,
+            teardown_seconds=s.clock.teardown,
             cores=s.cores,
             time_scale=k,
         )

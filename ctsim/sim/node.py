@@ -58,6 +58,7 @@ class Node:
     walk_rate: float
     delete_seconds: float
     regeneration_seconds: float
+    teardown_seconds: float  # containerd's deferred DEL, on the node's clock (Scenario.clock)
     cores: int
     time_scale: float = 1.0
     counters: Counters = field(default_factory=Counters)

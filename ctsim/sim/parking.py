@@ -33,7 +33,6 @@ from typing import NamedTuple
 
 import simpy
 
-from ctsim.defaults import TEARDOWN_TIMEOUT
 from ctsim.sim.clock import fire_now, timeout_at
 from ctsim.sim.cni import Arrived, add_call, del_call
 from ctsim.sim.endpoint import Sandbox, has_endpoint
@@ -94,7 +93,7 @@ class Parking:
     def __init__(self, node: Node, deadline_s: float) -> None:
         self.node, self.env, self.deadline_s = node, node.env, deadline_s
         self.create, self.delete = node.endpoint_create, node.endpoint_delete
-        self.teardown_s = TEARDOWN_TIMEOUT / node.time_scale
+        self.teardown_s = node.teardown_seconds
         self.max_wait = self.create.core.params.max_wait
         self.parked: dict[int, Parked] = {}  # by pod index
         self._due: list[tuple[float, int, Parked]] = []  # (t, key, pod)

@@ -59,6 +59,7 @@ class BPFSource:
         """
         readings: list[MapReading] = []
         rates: dict[str, float] = {}
+        self.spread = {}  # this cycle's only
         found = False
         for family, names in CT_MAPS.items():
             for name in names:
