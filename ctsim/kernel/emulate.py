@@ -83,6 +83,9 @@ def emulate(s: Scenario, maps: list[BPFMap]) -> dict[str, Any]:
     """Runs the scaled scenario ``s`` (see ``scale``) on ``maps``; returns per-pod outcomes."""
     clock = Clock()
     node = EmulatedNode(s, maps, clock)
+    # t=0 is when the node is ready: forking the walker can take a second on a loaded
+    # machine, and a clock that ran meanwhile would push the pods' timeouts past the horizon.
+    setup_s = clock.start()
     try:
         horizon = s.clock.horizon
         node.spawn(node.gc_loop)
@@ -106,6 +109,7 @@ def emulate(s: Scenario, maps: list[BPFMap]) -> dict[str, Any]:
         "overruns": node.overruns,
         "max_overrun": node.max_overrun,
         "walker_scheduling": node.walker_scheduling,
+        "setup_s": setup_s,
     }
 
 
@@ -167,6 +171,8 @@ def compare(s: Scenario, scaling: Scaling, emulated: dict[str, Any], simulated: 
             "lock_max_queue": emulated["lock_max_queue"],
             "walks_overran": len(emulated["overruns"]),
             "max_overrun_s": emulated["max_overrun"],
+            "setup_s": emulated["setup_s"],
+            "failures": [[(round(t, 3), str(o)) for t, o in p.failures] for p in emulated["pods"]],
         },
         "simulated": {
             "ready": len(s_lats),

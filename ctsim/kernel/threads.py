@@ -24,8 +24,16 @@ from ctsim.rate import (
 
 
 class Clock:
+    """The emulated node's clock: seconds since ``start()`` (or since it was made)."""
+
     def __init__(self) -> None:
         self.t0 = time.monotonic()
+
+    def start(self) -> float:
+        """Makes now t=0; returns the seconds that had passed since the last start."""
+        now = time.monotonic()
+        since, self.t0 = now - self.t0, now
+        return since
 
     def now(self) -> float:
         return time.monotonic() - self.t0
@@ -131,9 +139,10 @@ class ThreadLimiter:
             req.weight = weight
         with self._mutex:
             now = clock.now()
+            limit = core.rate_limit  # the reservation's: AutoAdjust may re-tune the bucket before a cancel
             delay = core.reserve(now)
             if core.too_late(delay, now - req.scheduled_at):
-                core.cancel(now, now + delay)
+                core.cancel(now, now + delay, limit)
                 core.refused(paced=mean > 0)
                 refused = True
             else:
@@ -146,7 +155,7 @@ class ThreadLimiter:
             clock.sleep_until(min(now + delay, deadline))
             if clock.now() >= deadline:
                 with self._mutex:
-                    core.cancel(clock.now(), now + delay)
+                    core.cancel(clock.now(), now + delay, limit)
                 self.finish(req, success=False)
                 raise Cancelled()
         with self._mutex:

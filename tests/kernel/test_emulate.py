@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import statistics
 import subprocess
+import time
 
 import pytest
 
@@ -51,7 +52,28 @@ def test_emulation_matches_the_model_pod_for_pod(
     for q, err in report["latency_error"].items():
         if err is not None:
             assert err <= 0.10, (q, err, report["pods"])
-    assert report["emulated"]["add_timeouts"] == report["simulated"]["add_timeouts"]
+    assert report["emulated"]["add_timeouts"] == report["simulated"]["add_timeouts"], (
+        report["emulated"],
+        report["simulated"],
+    )
+
+
+def test_a_slow_start_moves_no_timeout_past_the_horizon(
+    rates: tuple[float, float], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The node's t=0 is when it is ready, however long the walker's fork took (it took ~1 s in a loaded CI)."""
+    rate, delete_s = rates
+    ready = em.EmulatedNode.__init__
+
+    def slow(self: em.EmulatedNode, *args: object) -> None:
+        ready(self, *args)
+        time.sleep(1.0)  # the last first attempt times out 0.87 s (wall) before this run's horizon
+
+    monkeypatch.setattr(em.EmulatedNode, "__init__", slow)
+    s = resolve(entries=str(round(1.2 * 90 * 100_000)), rate="100000", pods="5", horizon="2m", expired_fraction="0")
+    report = em.run(s, time_scale=30, real_rate=rate, delete_seconds=delete_s)
+    assert report["emulated"]["setup_s"] >= 1.0
+    assert report["emulated"]["add_timeouts"] == report["simulated"]["add_timeouts"] == 4
 
 
 def test_gc_runs_on_the_real_maps(rates: tuple[float, float]) -> None:
