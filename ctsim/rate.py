@@ -96,17 +96,21 @@ class TokenBucket:
         self.last_event = now + delay
         return delay
 
-    def cancel(self, now: float, time_to_act: float) -> None:
-        """``Reservation.CancelAt``: gives back the token unless later ones depend on it."""
+    def cancel(self, now: float, time_to_act: float, limit: float) -> None:
+        """``Reservation.CancelAt``: gives back the token unless later ones depend on it.
+
+        ``limit`` is the reservation's (``r.limit``), which AutoAdjust may have
+        changed on the bucket since: x/time/rate restores at the reservation's.
+        """
         if time_to_act < now:
             return
-        restore = 1.0 - (self.last_event - time_to_act) * self.limit
+        restore = 1.0 - (self.last_event - time_to_act) * limit
         if restore <= 0:
             return
         tokens = min(self._advance(now) + restore, float(self.burst))
         self.last, self.tokens = now, tokens
         if time_to_act == self.last_event:
-            previous = time_to_act - 1.0 / self.limit
+            previous = time_to_act - 1.0 / limit
             if previous >= now:
                 self.last_event = previous
 
@@ -215,10 +219,13 @@ class LimiterCore:
         """The token would come after ``max_wait`` counted from scheduling."""
         return self.params.max_wait > 0 and delay + waited > self.params.max_wait
 
-    def cancel(self, now: float, time_to_act: float) -> None:
-        """``Reservation.Cancel``: the request will not be processed; give the token back."""
+    def cancel(self, now: float, time_to_act: float, limit: float) -> None:
+        """``Reservation.Cancel``: the request will not be processed; give the token back.
+
+        ``limit``: the bucket's limit when the token was reserved (``rate_limit`` then).
+        """
         if self.bucket is not None:
-            self.bucket.cancel(now, time_to_act)
+            self.bucket.cancel(now, time_to_act, limit)
 
     def admitted(self, now: float, req: LimitedRequest) -> LimitedRequest:
         self.in_flight += 1

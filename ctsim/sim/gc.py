@@ -29,56 +29,97 @@ def _round_second(ns: int) -> int:
     return (q if ns >= 0 else -q) * _NS
 
 
-def calculate_interval(prev_interval_s: float, max_delete_ratio: float) -> float:
-    """``calculateInterval``: the next GC interval from the previous one and the ratio."""
-    interval = round(prev_interval_s * _NS)
+def to_duration(seconds: float) -> int:
+    """Seconds as Go's ``time.Duration``: integer nanoseconds (what every comparison below runs on)."""
+    return round(seconds * _NS)
+
+
+def _calculate_interval_ns(interval: int, max_delete_ratio: float) -> int:
     if max_delete_ratio == 0.0:
-        return interval / _NS
+        return interval
     if max_delete_ratio > 0.25:
         ratio = min(max_delete_ratio, 0.9)
         # Go: time.Duration(float64(interval) * (1.0 - ratio)) truncates, then rounds.
         interval = _round_second(int(float(interval) * (1.0 - ratio)))
-        interval = max(interval, int(CONNTRACK_GC_MIN_INTERVAL * _NS))
-    elif max_delete_ratio < 0.05:
+        return max(interval, _MIN_NS)
+    if max_delete_ratio < 0.05:
         interval = _round_second(int(float(interval) * 1.5))
-        interval = min(interval, int(CONNTRACK_GC_MAX_LRU_INTERVAL * _NS))
-    return interval / _NS
+        return min(interval, _MAX_LRU_NS)
+    return interval
 
 
-@dataclass
+def calculate_interval(prev_interval_s: float, max_delete_ratio: float) -> float:
+    """``calculateInterval``: the next GC interval (seconds) from the previous one and the ratio."""
+    return _calculate_interval_ns(to_duration(prev_interval_s), max_delete_ratio) / _NS
+
+
+_MIN_NS = to_duration(CONNTRACK_GC_MIN_INTERVAL)
+_MAX_LRU_NS = to_duration(CONNTRACK_GC_MAX_LRU_INTERVAL)
+_STARTING_NS = to_duration(CONNTRACK_GC_STARTING_INTERVAL)
+
+
 class GCPolicy:
-    """``GetInterval`` with its ``cachedGCInterval``; the agent's GC flags.
+    """``GetInterval`` with its ``cachedGCInterval``; the agent's GC flags, given in seconds.
 
     ``fixed_interval`` is ``conntrack-gc-interval`` (fixed when > 0),
     ``max_interval`` is ``conntrack-gc-max-interval`` (a cap when > 0).
     ``cached_interval`` is 0 in a freshly started agent; ``calculateInterval``
-    writes it, uncapped, whenever the ratio it is given is non-zero.
+    writes it, uncapped, whenever the ratio it is given is non-zero. They are
+    held as Go holds them, integer nanoseconds, so the early-pass scaling
+    (``float64(expected) / float64(actual)``) and the 0.05/0.25 thresholds
+    see the numbers Go sees, and a month-long interval stays exact.
     """
 
-    fixed_interval: float = 0.0
-    max_interval: float = 0.0
-    cached_interval: float = 0.0
+    __slots__ = ("_cached_ns", "_fixed_ns", "_max_ns")
+
+    def __init__(self, fixed_interval: float = 0.0, max_interval: float = 0.0, cached_interval: float = 0.0) -> None:
+        self.fixed_interval, self.max_interval, self.cached_interval = fixed_interval, max_interval, cached_interval
+
+    @property
+    def fixed_interval(self) -> float:
+        return self._fixed_ns / _NS
+
+    @fixed_interval.setter
+    def fixed_interval(self, seconds: float) -> None:
+        self._fixed_ns = to_duration(seconds)
+
+    @property
+    def max_interval(self) -> float:
+        return self._max_ns / _NS
+
+    @max_interval.setter
+    def max_interval(self, seconds: float) -> None:
+        self._max_ns = to_duration(seconds)
+
+    @property
+    def cached_interval(self) -> float:
+        return self._cached_ns / _NS
+
+    @cached_interval.setter
+    def cached_interval(self, seconds: float) -> None:
+        self._cached_ns = to_duration(seconds)
 
     def get_interval(self, actual_prev: float, max_delete_ratio: float) -> float:
-        """``GetInterval``: the next interval from the pass that just ran.
+        """``GetInterval``: the next interval (seconds) from the pass that just ran.
 
         ``actual_prev`` is the time since the previous pass started (0 for the
         first pass). An early pass (signal-triggered) scales the ratio up by
         expected/actual, but only once the cache holds an interval.
         """
-        if self.fixed_interval > 0:
-            return self.fixed_interval
-        expected, ratio = self.cached_interval, max_delete_ratio
+        if self._fixed_ns > 0:
+            return self._fixed_ns / _NS
+        expected, ratio = self._cached_ns, max_delete_ratio
+        actual = to_duration(actual_prev)
         if expected == 0:
-            expected = CONNTRACK_GC_STARTING_INTERVAL
-        elif 0 < actual_prev < expected:
-            ratio *= expected / actual_prev
-        interval = calculate_interval(expected, ratio)
+            expected = _STARTING_NS
+        elif 0 < actual < expected:
+            ratio *= float(expected) / float(actual)
+        interval = _calculate_interval_ns(expected, ratio)
         if ratio != 0.0:
-            self.cached_interval = interval
-        if self.max_interval > 0 and interval > self.max_interval:
-            interval = self.max_interval
-        return interval
+            self._cached_ns = interval
+        if self._max_ns > 0 and interval > self._max_ns:
+            interval = self._max_ns
+        return interval / _NS
 
 
 @dataclass(slots=True)

@@ -102,7 +102,19 @@ class Call(simpy.Event):
     waiting for a slot tells its client at that instant.
     """
 
-    __slots__ = ("_ctx", "_handler", "_token_at", "abandoned", "limiter", "mean", "order", "req", "state", "weight")
+    __slots__ = (
+        "_ctx",
+        "_handler",
+        "_token_at",
+        "_token_limit",
+        "abandoned",
+        "limiter",
+        "mean",
+        "order",
+        "req",
+        "state",
+        "weight",
+    )
 
     def __init__(self, limiter: APILimiter, ctx: simpy.Event, handler: Handler) -> None:
         super().__init__(limiter.env)
@@ -184,9 +196,10 @@ class Call(simpy.Event):
         """``woken``: called last in a step whose event woke only this call (a hop); see ``_admit``."""
         env, core, req = self.env, self.limiter.core, self.req
         waited = env.now - req.scheduled_at
+        limit = core.rate_limit
         delay = core.reserve(env.now)
         if core.too_late(delay, waited):
-            core.cancel(env.now, env.now + delay)
+            core.cancel(env.now, env.now + delay, limit)
             if self.mean > 0:
                 self.state = PACED  # time.Sleep: holds the slot, ignores the context
                 env.timeout(self.mean).callbacks.append(self._paced_done)  # type: ignore[union-attr]
@@ -195,7 +208,7 @@ class Call(simpy.Event):
             self._refuse(REFUSED)
             return
         if delay > 0:
-            self.state, self._token_at = TOKEN, env.now + delay
+            self.state, self._token_at, self._token_limit = TOKEN, env.now + delay, limit
             if self._ctx.processed:
                 self._leave_token()
                 return
@@ -220,8 +233,8 @@ class Call(simpy.Event):
             self._fire(GONE)
 
     def _leave_token(self) -> None:
-        token_at = self._token_at
-        self._leave(lambda: self.limiter.core.cancel(self.env.now, token_at))
+        token_at, limit = self._token_at, self._token_limit
+        self._leave(lambda: self.limiter.core.cancel(self.env.now, token_at, limit))
 
     def _leave(self, undo: Callable[[], None]) -> None:
         """The handler sees its context done: gives back its place and errors out (its client is gone)."""

@@ -24,8 +24,20 @@ def test_cancel_gives_the_last_token_back() -> None:
     for _ in range(4):
         bucket.reserve(0.0)
     delay = bucket.reserve(0.0)
-    bucket.cancel(0.0, delay)
+    bucket.cancel(0.0, delay, bucket.limit)
     assert bucket.reserve(0.0) == delay
+
+
+def test_cancel_restores_at_the_limit_the_token_was_reserved_at() -> None:
+    """x/time/rate's CancelAt uses ``r.limit``: a re-tune between reserve and cancel changes nothing."""
+    bucket = TokenBucket(limit=0.5, burst=1)
+    assert [bucket.reserve(0.0) for _ in range(3)] == [0, 2, 4]
+    bucket.set_limit(1.0, 0.01)  # AutoAdjust slows the bucket down before the second token's caller leaves
+    tokens, last_event = bucket.tokens, bucket.last_event
+    bucket.cancel(1.0, 2.0, 0.5)  # the third reservation depends on it: at 0.5/s nothing comes back
+    assert (bucket.tokens, bucket.last_event) == (tokens, last_event)
+    bucket.cancel(1.0, 2.0, bucket.limit)  # at the bucket's new limit, 98 % of a token would have come back
+    assert bucket.tokens == tokens + 0.98
 
 
 class Caller:
