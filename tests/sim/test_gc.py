@@ -1,6 +1,8 @@
 """The adaptive GC interval against Cilium's own test cases, and its drift in the model."""
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ctsim.defaults import CONNTRACK_GC_MAX_LRU_INTERVAL, CONNTRACK_GC_STARTING_INTERVAL
 from ctsim.sim.gc import GCPolicy, calculate_interval
@@ -108,3 +110,37 @@ def test_sixty_hour_drift_grows_by_half_each_pass() -> None:
     assert r.gc.intervals[-1] == CONNTRACK_GC_MAX_LRU_INTERVAL
     # Every pass stayed under 5 % of capacity: that is why it kept growing.
     assert max(p.max_delete_ratio for p in r.gc.passes) < 0.05
+
+
+def _go_get_interval(actual_ns: int, ratio: float, cached_ns: int) -> tuple[int, int]:
+    """``GetInterval`` and ``calculateInterval`` as Go runs them, on int64 nanoseconds: (interval, new cache)."""
+    second = 1_000_000_000
+
+    def round_second(d: int) -> int:  # Duration.Round(time.Second), halves away from zero
+        q, r = divmod(d, second)
+        return (q + (2 * r >= second)) * second
+
+    expected = cached_ns or 300 * second
+    if cached_ns and 0 < actual_ns < expected:
+        ratio *= float(expected) / float(actual_ns)
+    interval = expected
+    if ratio > 0.25:
+        interval = max(round_second(int(float(interval) * (1.0 - min(ratio, 0.9)))), 10 * second)
+    elif 0 < ratio < 0.05:
+        interval = min(round_second(int(float(interval) * 1.5)), 12 * 3600 * second)
+    return interval, (interval if ratio != 0.0 else cached_ns)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(
+    cached_ns=st.one_of(st.just(0), st.integers(10 * 10**9, 30 * 86400 * 10**9)),
+    actual_ns=st.integers(0, 30 * 86400 * 10**9),
+    ratio=st.one_of(st.floats(0.0, 1.0), st.sampled_from([0.05, 0.25, 0.05 - 1e-17, 0.25 + 5e-17])),
+)
+def test_get_interval_is_gos_on_integer_nanoseconds(cached_ns: int, actual_ns: int, ratio: float) -> None:
+    """Early passes near the 0.05/0.25 thresholds and month-long intervals: Go's answer to the nanosecond."""
+    policy = GCPolicy(cached_interval=cached_ns / 1e9)
+    interval = policy.get_interval(actual_ns / 1e9, ratio)
+    want, cache = _go_get_interval(actual_ns, ratio, cached_ns)
+    assert round(interval * 1e9) == want
+    assert round(policy.cached_interval * 1e9) == cache
