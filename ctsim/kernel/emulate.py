@@ -22,6 +22,7 @@ from ctsim.errors import InputError
 from ctsim.kernel.bpf import BPFMap
 from ctsim.kernel.emulated_node import PACE, EmulatedNode, EmuPod, fill_table
 from ctsim.kernel.threads import Clock
+from ctsim.quantity import parse_duration
 from ctsim.scenario import Scenario
 from ctsim.sim.model import simulate
 from ctsim.sim.pod import new_pod
@@ -45,18 +46,21 @@ class Scaling:
 
 def scale(s: Scenario, time_scale: float, real_rate: float, delete_seconds: float) -> tuple[Scenario, Scaling]:
     """The scenario on a clock ``time_scale`` times faster, with walks at ``real_rate``."""
-    full_walk = s.entries / s.walk_rate
+    full_walk = (s.entries + s.any_entries) / s.walk_rate
     factor = real_rate / (s.walk_rate * time_scale)
     entries = round(s.entries * factor)
+    any_entries = round(s.any_entries * factor)
     scaled_s = replace(
         s,
         entries=entries,
+        any_entries=any_entries,
         max_entries=max(entries, round(s.max_entries * factor), 16),
-        any_max_entries=max(round(s.any_max_entries * factor), 16),
+        any_max_entries=max(any_entries, round(s.any_max_entries * factor), 16),
         walk_rate=real_rate,
         rate_source=f"{s.rate_source} (emulation: {real_rate:,.0f} entries/s on this kernel)",
         delete_seconds=delete_seconds,
         churn=ChurnSchedule(((0.0, float("inf")),)),
+        any_churn=ChurnSchedule(((0.0, float("inf")),)),
         time_scale=time_scale,
         # Far enough apart that thread wake-up jitter cannot reorder arrivals.
         pod_start_spread=max(s.pod_start_spread, s.pods * 0.04 * time_scale),
@@ -191,6 +195,19 @@ MAX_EMULATED_PODS = 200  # one thread per pod, plus handlers: beyond this the th
 MAX_EMULATED_SECONDS = 3600.0  # wall-clock seconds of emulation
 
 
+EMULATED_HORIZON = "1h"  # without --horizon: threads cannot wait for the burst to resolve as the model does
+
+
+def fixed_horizon(s: Scenario) -> Scenario:
+    """The scenario with a fixed horizon: its own, or ``EMULATED_HORIZON`` (said in a note)."""
+    if not s.until_resolved:
+        return s
+    horizon = parse_duration(EMULATED_HORIZON, "--horizon")
+    note = f"ctsim emulate runs a fixed horizon: {EMULATED_HORIZON} without --horizon"
+    origins = (*[(k, v) for k, v in s.origins if k != "horizon"], ("horizon", f"default: {EMULATED_HORIZON}"))
+    return replace(s, horizon=horizon, until_resolved=False, notes=(*s.notes, note), origins=origins)
+
+
 def check(s: Scenario, time_scale: float) -> None:
     """What ``ctsim emulate`` can run, named by flag, before any map is made."""
     if s.ipv6_entries is not None:
@@ -217,6 +234,7 @@ def run(s: Scenario, time_scale: float, real_rate: float, delete_seconds: float)
     emulated table just before the run is reported with the headroom it
     leaves; a walk that outlasts its paced time anyway is counted.
     """
+    s = fixed_horizon(s)
     check(s, time_scale)
     scaled_s, scaling = scale(s, time_scale, real_rate * PACE, delete_seconds / PACE)
     maps = fill_table(scaled_s)

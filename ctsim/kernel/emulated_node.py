@@ -62,6 +62,7 @@ class EmuEndpoint:
 @dataclass
 class EmuSandbox:
     endpoint: EmuEndpoint | None = None
+    paced: bool = False  # its ADD's 429 came after a paced sleep
 
 
 @dataclass
@@ -137,7 +138,7 @@ class EmulatedNode:
         self.create = ThreadLimiter(clock, "endpoint-create", scaled(ENDPOINT_CREATE, k))
         self.delete = ThreadLimiter(clock, "endpoint-delete", scaled(ENDPOINT_DELETE, k))
         if s.agent_state == "warm":
-            self.create.core.spend_skip_initial()
+            self.create.core.warm(s.create_mean_processing / k)
             self.delete.core.spend_skip_initial()
         self.build_permits = threading.Semaphore(s.cores)
         self.stop = threading.Event()
@@ -147,6 +148,8 @@ class EmulatedNode:
         self.overruns: list[float] = []  # seconds by which a real walk outlasted its paced time (beyond tolerance)
         self.max_overrun = 0.0
         self._count_lock = threading.Lock()
+        self._arrivals = threading.Condition()
+        self._arrived = 0  # pods whose first ADD has entered endpoint-create
         # Walks run in a process of their own, forked before any thread starts:
         # the agent walks on its own core, not under this process's GIL.
         ctx = multiprocessing.get_context("fork")
@@ -240,11 +243,19 @@ class EmulatedNode:
         finally:
             ep.lock.release()
 
-    def put_endpoint(self, sandbox: EmuSandbox, deadline: float, done: threading.Event, out: list[AddOutcome]) -> None:
+    def put_endpoint(
+        self,
+        sandbox: EmuSandbox,
+        deadline: float,
+        done: threading.Event,
+        out: list[AddOutcome],
+        entered: Callable[[], None] | None = None,
+    ) -> None:
         try:
-            req = self.create.wait(deadline)
-        except TooManyRequests:
+            req = self.create.wait(deadline, entered)
+        except TooManyRequests as e:
             out.append(AddOutcome.TOO_MANY_REQUESTS)
+            sandbox.paced = e.paced
             done.set()
             return
         except Cancelled:
@@ -295,10 +306,10 @@ class EmulatedNode:
         done.set()
 
     # The clients: cilium-cni under containerd, and kubelet.
-    def cni_add(self, sandbox: EmuSandbox) -> AddOutcome:
+    def cni_add(self, sandbox: EmuSandbox, entered: Callable[[], None] | None = None) -> AddOutcome:
         deadline = self.clock.now() + self.deadline
         done, out = threading.Event(), []
-        self.spawn(self.put_endpoint, sandbox, deadline, done, out)
+        self.spawn(self.put_endpoint, sandbox, deadline, done, out, entered)
         done.wait(max(0.0, deadline - self.clock.now()))
         if done.is_set() and out == [AddOutcome.OK]:
             return AddOutcome.OK
@@ -314,9 +325,27 @@ class EmulatedNode:
         self.spawn(self.delete_handler, sandbox, deadline, done)
         return done.wait(max(0.0, deadline - self.clock.now()))
 
+    def _first_turn(self, index: int) -> None:
+        """Waits until every pod before ``index`` has entered endpoint-create with its first ADD.
+
+        The model's pods reach the limiter in index order, a fraction of a
+        second apart; on a busy machine a thread can wake later than the next
+        one, and with 2 slots that would swap which pods are served.
+        """
+        with self._arrivals:
+            while self._arrived < index and not self.stop.is_set():
+                self._arrivals.wait(0.05)
+
+    def _entered(self) -> None:
+        with self._arrivals:
+            self._arrived += 1
+            self._arrivals.notify_all()
+
     def pod_worker(self, pod: EmuPod, rng: Any, horizon: float) -> None:
         clock = self.clock
         clock.sleep_until(pod.created_at)
+        self._first_turn(pod.index)
+        first: Callable[[], None] | None = self._entered
         stale: EmuSandbox | None = None
         while clock.now() < horizon and not self.stop.is_set():
             if stale is not None and self.cni_del(stale):
@@ -324,12 +353,13 @@ class EmulatedNode:
             if stale is None:
                 pod.attempts += 1
                 sandbox = EmuSandbox()
-                outcome = self.cni_add(sandbox)
+                outcome = self.cni_add(sandbox, first)
+                first = None
                 if outcome is AddOutcome.OK:
                     if clock.now() <= horizon:
                         pod.ready_at = clock.now()
                     return
-                pod.failures.append((clock.now(), outcome))
+                pod.failures.append((clock.now(), "429 paced" if sandbox.paced else outcome))
                 if not self.cni_del(sandbox):
                     stale = sandbox
             if self.stop.wait(backoff(rng) / self.s.time_scale):
@@ -337,24 +367,30 @@ class EmulatedNode:
 
 
 def fill_table(s: Scenario) -> list[BPFMap]:
-    """Real maps holding the scenario's table: expired and live entries by lifetime."""
+    """Real maps holding the scenario's table, TCP and non-TCP: expired and live entries by lifetime."""
     key_size = CT_KEY_SIZES["ipv4"]
-    tcp = BPFMap.create(BPF_MAP_TYPE_LRU_HASH, key_size, CT_VALUE_SIZE, s.max_entries, name="ctsim_emu_tcp")
-    maps = [tcp]
+    maps: list[BPFMap] = []
     try:
-        maps.append(
-            BPFMap.create(BPF_MAP_TYPE_LRU_HASH, key_size, CT_VALUE_SIZE, s.any_max_entries, name="ctsim_emu_any")
-        )
-        expired = round(s.entries * s.expired_fraction)
-        dead = _LIFETIME.pack(LIFETIME_EXPIRED) + bytes(CT_VALUE_SIZE - 4)
-        live = _LIFETIME.pack(LIFETIME_LIVE) + bytes(CT_VALUE_SIZE - 4)
-        for base in range(0, s.entries, FILL_CHUNK):
-            n = min(FILL_CHUNK, s.entries - base)
-            keys = b"".join(ct_key(i, key_size) for i in range(base, base + n))
-            values = b"".join(dead if i < expired else live for i in range(base, base + n))
-            tcp.update_batch(keys, values, n)
+        for name, entries, max_entries in (
+            ("ctsim_emu_tcp", s.entries, s.max_entries),
+            ("ctsim_emu_any", s.any_entries, s.any_max_entries),
+        ):
+            m = BPFMap.create(BPF_MAP_TYPE_LRU_HASH, key_size, CT_VALUE_SIZE, max_entries, name=name)
+            maps.append(m)
+            _fill(m, entries, s.expired_fraction, key_size)
     except BaseException:
         for m in maps:
             m.close()
         raise
     return maps
+
+
+def _fill(m: BPFMap, entries: int, expired_fraction: float, key_size: int) -> None:
+    expired = round(entries * expired_fraction)
+    dead = _LIFETIME.pack(LIFETIME_EXPIRED) + bytes(CT_VALUE_SIZE - 4)
+    live = _LIFETIME.pack(LIFETIME_LIVE) + bytes(CT_VALUE_SIZE - 4)
+    for base in range(0, entries, FILL_CHUNK):
+        n = min(FILL_CHUNK, entries - base)
+        keys = b"".join(ct_key(i, key_size) for i in range(base, base + n))
+        values = b"".join(dead if i < expired else live for i in range(base, base + n))
+        m.update_batch(keys, values, n)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from ctsim.rate import (
@@ -79,13 +80,18 @@ class ThreadSemaphore:
         self._size, self._cur = size, 0
         self._waiters: deque[list[Any]] = deque()
 
-    def acquire(self, n: int, give_up_at: float) -> bool:
+    def acquire(self, n: int, give_up_at: float, entered: Callable[[], None] | None = None) -> bool:
+        """``entered`` is called once the request holds its place (a slot, or its turn in the queue)."""
         with self._cond:
             if self._size - self._cur >= n and not self._waiters:
                 self._cur += n
+                if entered is not None:
+                    entered()
                 return True
             me: list[Any] = [n, False]
             self._waiters.append(me)
+            if entered is not None:
+                entered()
             while not me[1]:
                 remaining = give_up_at - self._clock.now()
                 if remaining <= 0:
@@ -117,19 +123,27 @@ class ThreadLimiter:
         self._mutex = threading.Lock()
         self._sem = ThreadSemaphore(clock, WAIT_SEMAPHORE_RESOLUTION)
 
-    def wait(self, deadline: float) -> LimitedRequest:
-        """Admits, or raises TooManyRequests or Cancelled; ``deadline`` is the caller's."""
+    def wait(self, deadline: float, entered: Callable[[], None] | None = None) -> LimitedRequest:
+        """Admits, or raises TooManyRequests or Cancelled; ``deadline`` is the caller's.
+
+        ``entered`` is called once the request holds its place in the limiter
+        (``ctsim emulate`` keeps the pods' first arrivals in the model's order).
+        """
         clock, core = self.clock, self.core
         with self._mutex:
             req = core.schedule(clock.now())
             if req.skip:
+                if entered is not None:
+                    entered()
                 return core.admitted(clock.now(), req)
             mean, weight = core.mean_processing, core.slot_weight
+        if not weight and entered is not None:
+            entered()
         if weight:
             give_up = deadline
             if core.params.max_wait > 0:
                 give_up = min(deadline, req.scheduled_at + core.params.max_wait)
-            if not self._sem.acquire(weight, give_up):
+            if not self._sem.acquire(weight, give_up, entered):
                 self.finish(req, success=False)
                 if clock.now() >= deadline:
                     raise Cancelled()
