@@ -71,17 +71,17 @@ class ChurnSchedule:
 _SEGMENT_RE = re.compile(r"^\s*(\S+)\s+for\s+(\S+)\s*$")
 
 
-def parse_churn(text: str) -> ChurnSchedule:
+def parse_churn(text: str, flag: str = "--churn") -> ChurnSchedule:
     """``50000/min`` or ``50000/min for 8h, 500/min for 16h`` (a repeating day)."""
     if not text.strip():
-        raise InputError("--churn: empty schedule")
-    parts = split_list(text, "--churn")
+        raise InputError(f"{flag}: empty schedule")
+    parts = split_list(text, flag)
     if len(parts) == 1 and " for " not in parts[0]:
-        return ChurnSchedule(((parse_rate(parts[0], "--churn"), float("inf")),))
+        return ChurnSchedule(((parse_rate(parts[0], flag), float("inf")),))
     segments = []
     for part in parts:
         match = _SEGMENT_RE.match(part)
         if not match:
-            raise InputError(f"--churn: cannot read {part.strip()!r}; write e.g. '50000/min for 8h, 500/min for 16h'")
-        segments.append((parse_rate(match.group(1), "--churn"), parse_duration(match.group(2), "--churn")))
+            raise InputError(f"{flag}: cannot read {part.strip()!r}; write e.g. '50000/min for 8h, 500/min for 16h'")
+        segments.append((parse_rate(match.group(1), flag), parse_duration(match.group(2), flag)))
     return ChurnSchedule(tuple(segments))

@@ -64,12 +64,19 @@ def run(
         from ctsim.plots import drift_of
 
         drift_of(model, result, plot, title=f"{scenario.preset}: {scenario.churn.describe()} churn")
+    mitigations = []
+    if result.verdict != "ok":
+        from ctsim.capacity.mitigations import simulate_mitigations
+
+        mitigations = simulate_mitigations(scenario)
     if as_json:
-        _print_json(result.to_dict())
+        doc = result.to_dict()
+        doc["advice"]["mitigations"] = [m.to_dict() for m in mitigations]
+        _print_json(doc)
         return
     from ctsim.report import render
 
-    render(result)
+    render(result, mitigations=mitigations)
 
 
 @app.command(short_help="Run the scenario scaled down on the real kernel beside the model (root).")
@@ -89,6 +96,7 @@ def emulate(
     from ctsim.kernel import calibrate as cal
     from ctsim.kernel import emulate as em
 
+    scenario = em.fixed_horizon(scenario)
     em.check(scenario, time_scale)
     cal.probe()
     if scenario.calibration is not None:
@@ -215,6 +223,9 @@ def plan(
     churn: Annotated[
         str, typer.Option(metavar="RATE", help="New connections: 30/s, 50000/min, or a schedule.")
     ] = "30/s",
+    any_churn: Annotated[
+        Str, typer.Option(metavar="RATE", help="New non-TCP flows (UDP, DNS) into the non-TCP map, as --churn.")
+    ] = None,
     conn_duration: Annotated[Str, typer.Option(metavar="DURATION", help="How long each connection stays open.")] = None,
     burst: Annotated[str, typer.Option(metavar="COUNT", help="The largest pod burst to tolerate.")] = "50",
     deadline: Annotated[Str, typer.Option(metavar="DURATION", help="cilium-cni's API client timeout (90s).")] = None,
@@ -234,6 +245,7 @@ def plan(
         cores=cores,
         profile=profile,
         churn=churn,
+        any_churn=any_churn,
         conn_duration=conn_duration,
         burst=burst,
         deadline=deadline,

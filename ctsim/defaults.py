@@ -13,6 +13,7 @@ from ctsim.rate import APILimiterParameters
 CLIENT_TIMEOUT = 90.0  # pkg/api ClientTimeout: cilium-cni's deadline for PUT /endpoint
 TEARDOWN_TIMEOUT = 60.0  # containerd's deferred CNI DEL (not Cilium's)
 CT_TIMEOUT_TCP_FIN = 10.0  # seconds; bpf-ct-timeout-regular-tcp-fin
+CT_TIMEOUT_ANY = 60.0  # seconds; bpf-ct-timeout-regular-any: a non-TCP entry's life after its last packet
 DEFAULT_REGENERATION = 2.0  # the model's assumption: seconds to compile and load an endpoint's programs
 
 # The adaptive GC interval's bounds (pkg/defaults).
@@ -35,7 +36,7 @@ CT_MAP_ENTRIES_GLOBAL_ANY_DEFAULT = 2 << 17  # 262,144
 LIMIT_TABLE_AUTO_GLOBAL_TCP_MIN = 1 << 17
 LIMIT_TABLE_AUTO_GLOBAL_ANY_MIN = 1 << 16
 LIMIT_TABLE_MAX = 1 << 24  # 16,777,216
-DEFAULT_DYNAMIC_SIZE_RATIO = 0.0025
+DEFAULT_DYNAMIC_SIZE_RATIO = 0.0025  # the Helm chart's bpf.mapDynamicSizeRatio default
 
 # daemon/restapi/api_limits.go, apiRateLimitDefaults (v1.16.5).
 ENDPOINT_CREATE = APILimiterParameters(

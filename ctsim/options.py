@@ -15,18 +15,21 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from ctsim.quantity import format_bytes
+
 Str = Optional[str]  # noqa: UP045 - typer reads Optional at runtime
+
+
+def _values(field: str, show: Callable[[Any], str] = str) -> str:
+    """Each preset's ``field``: ``analytics X, standard Y``."""
+    from ctsim.presets import PRESETS
+
+    return ", ".join(f"{name} {show(getattr(p, field))}" for name, p in PRESETS.items())
 
 
 def _preset(field: str, show: Callable[[Any], str] = str) -> str:
     """What each preset supplies for ``field`` when the flag is not given, for --help."""
-    from ctsim.presets import PRESETS
-
-    return "default: the preset's: " + ", ".join(f"{name} {show(getattr(p, field))}" for name, p in PRESETS.items())
-
-
-def _bytes(n: int) -> str:
-    return f"{n // 2**40}Ti" if n % 2**40 == 0 else f"{n // 2**30}Gi"
+    return "default: the preset's: " + _values(field, show)
 
 
 def _ratio(r: float | None) -> str:
@@ -41,7 +44,24 @@ def _opt(help_text: str, metavar: str | None = None) -> Any:
 SCENARIO_FLAGS: dict[str, tuple[Any, Any]] = {
     "entries": (
         Annotated[
-            Str, _opt(f"Present CT entries at t=0 (16M, 16Mi, 262144; {_preset('entries', '{:,}'.format)}).", "COUNT")
+            Str,
+            _opt(
+                "Present entries at t=0 in the TCP map, cilium_ct4_global (16M, 16Mi, 262144; default: the "
+                f"preset's share of the map: {_values('entries', '{:,}'.format)} on its own). "
+                "Only a total over every map (cilium bpf ct list global)? Give it here.",
+                "COUNT",
+            ),
+        ],
+        None,
+    ),
+    "any_entries": (
+        Annotated[
+            Str,
+            _opt(
+                "Present entries at t=0 in the non-TCP map, cilium_ct_any4_global (UDP, DNS, ICMP); "
+                "a scrub walks it after the TCP map (default: the preset's, 0).",
+                "COUNT",
+            ),
         ],
         None,
     ),
@@ -55,6 +75,10 @@ SCENARIO_FLAGS: dict[str, tuple[Any, Any]] = {
         Annotated[
             Str, _opt("Present IPv6 CT entries at t=0: makes the node dual-stack (IPv6 maps and lock).", "COUNT")
         ],
+        None,
+    ),
+    "ipv6_any_entries": (
+        Annotated[Str, _opt("Present entries at t=0 in cilium_ct_any6_global (needs --ipv6-entries).", "COUNT")],
         None,
     ),
     "ipv6_max_entries": (Annotated[Str, _opt("IPv6 CT map capacity (default: sized like IPv4).", "COUNT")], None),
@@ -72,6 +96,17 @@ SCENARIO_FLAGS: dict[str, tuple[Any, Any]] = {
             _opt(
                 "New connections: N/s, N/min or N/h, or a repeating schedule '50000/min for 8h, 500/min for 16h' "
                 f"({_preset('churn')}).",
+                "RATE",
+            ),
+        ],
+        None,
+    ),
+    "any_churn": (
+        Annotated[
+            Str,
+            _opt(
+                "New non-TCP flows into cilium_ct_any4_global, as --churn (each lives 60s after its last packet, "
+                "bpf-ct-timeout-regular-any; default: the preset's, 0/s).",
                 "RATE",
             ),
         ],
@@ -112,7 +147,7 @@ SCENARIO_FLAGS: dict[str, tuple[Any, Any]] = {
     ),
     "cores": (Annotated[Str, _opt(f"Node cores: build permits ({_preset('cores')}).", "COUNT")], None),
     "node_memory": (
-        Annotated[Str, _opt(f"Node memory for dynamic map sizing ({_preset('node_memory', _bytes)}).", "BYTES")],
+        Annotated[Str, _opt(f"Node memory for dynamic map sizing ({_preset('node_memory', format_bytes)}).", "BYTES")],
         None,
     ),
     "map_ratio": (
@@ -121,7 +156,17 @@ SCENARIO_FLAGS: dict[str, tuple[Any, Any]] = {
         ],
         None,
     ),
-    "horizon": (Annotated[Str, _opt("How much node time to simulate (default: 1h).", "DURATION")], None),
+    "horizon": (
+        Annotated[
+            Str,
+            _opt(
+                "How much node time to simulate (default: until the burst is resolved: every pod Ready, "
+                "or 1h after the first GC pass; at most 2d).",
+                "DURATION",
+            ),
+        ],
+        None,
+    ),
     "seed": (Annotated[int, _opt("Random seed: same seed, same result.", "INT")], 1),
     "preset": (Annotated[Str, _opt("analytics (the incident, default) or standard.", "NAME")], None),
     "profile": (

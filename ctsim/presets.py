@@ -1,7 +1,9 @@
 """The two nodes of the incident write-up, as starting points for a scenario.
 
 Source: the comparison table of the incident write-up (docs/model.md, "The incident").
-Flags given on the command line override every field.
+A preset supplies only what the user did not give: flags override every
+field, and a map the user sized (``--node-memory``, ``--map-ratio``,
+``--max-entries``) holds the preset's *share* of its entries, not their count.
 """
 
 from __future__ import annotations
@@ -18,9 +20,12 @@ class Preset(NamedTuple):
     node_memory: int
     map_ratio: float | None  # bpf-map-dynamic-size-ratio; None: static map sizes
     ct_tcp_max: int | None  # static bpf-ct-global-tcp-max, when map_ratio is None
-    entries: int
+    entries: int  # the TCP map's entries on the preset's own map; on another map, the same share of it
     expired_fraction: float
     churn: str
+    any_entries: int  # the non-TCP map's
+    any_churn: str
+    any_assumption: str  # why, in the inputs block
 
 
 PRESETS: dict[str, Preset] = {
@@ -38,6 +43,11 @@ PRESETS: dict[str, Preset] = {
         entries=16_777_216,
         expired_fraction=0.99,
         churn="50000/min",
+        # The write-up's counts are `cilium bpf ct list global`, every global map at once; the
+        # model takes them as the TCP map's, so the non-TCP map starts empty and gets no churn.
+        any_entries=0,
+        any_churn="0/s",
+        any_assumption="empty, since the write-up counted every global map together (taken as the TCP map's)",
     ),
     "standard": Preset(
         name="standard",
@@ -49,6 +59,9 @@ PRESETS: dict[str, Preset] = {
         entries=250_000,
         expired_fraction=0.9,
         churn="30/s",
+        any_entries=0,
+        any_assumption="empty, since a standard node's UDP and DNS flows are few beside its TCP table",
+        any_churn="0/s",
     ),
 }
 DEFAULT_PRESET = "analytics"

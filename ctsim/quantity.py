@@ -176,6 +176,14 @@ def format_count(value: float) -> str:
     return f"{n:,}"
 
 
+def format_bytes(n: int) -> str:
+    """``2Ti``, ``64Gi``, or the count of bytes: node memory as people give it."""
+    for suffix, unit in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20)):
+        if n >= unit and n % unit == 0:
+            return f"{n // unit}{suffix}"
+    return f"{n:,} B"
+
+
 def format_duration(seconds: float) -> str:
     """``12h``, ``7m30s``, ``32.9s``: how Go prints a duration, rounded for people."""
     if seconds is None or math.isinf(seconds):

@@ -183,6 +183,20 @@ class LimiterCore:
         """A long-running agent: its first ``skip_initial`` requests were served long ago."""
         self.requests_scheduled = max(self.requests_scheduled, self.params.skip_initial)
 
+    def warm(self, mean: float, now: float = 0.0) -> None:
+        """A long-running agent whose last ``mean_over`` successful requests each took ``mean`` seconds.
+
+        Skip-initial is long spent, and AutoAdjust has re-tuned from that mean;
+        the bucket has been idle since, so it is full at its new burst.
+        """
+        self.spend_skip_initial()
+        if mean <= 0:
+            return
+        self._durations.extend([mean] * self.params.mean_over)
+        self.mean_processing = left_sum(self._durations) / len(self._durations)
+        if self.params.auto_adjust and self.params.estimated_processing:
+            self._adjust(now, self.mean_processing)
+
     def schedule(self, now: float) -> LimitedRequest:
         """``wait()``'s first step: count the request; the first few skip the limiter."""
         self.requests_scheduled += 1

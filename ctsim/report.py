@@ -5,9 +5,14 @@ They read the Result (or plan's document) and nothing else.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ctsim.quantity import format_count, format_duration
 from ctsim.sim.result import Result, Verdict, percentile
 from ctsim.term import Terminal
+
+if TYPE_CHECKING:
+    from ctsim.capacity.mitigations import Mitigation
 
 _VERDICT_STYLE = {Verdict.OK: "bold green", Verdict.DEGRADED: "bold yellow", Verdict.COLLAPSE: "bold red"}
 
@@ -34,7 +39,62 @@ def _gc_line(r: Result) -> str:
     return f"{policy}, {first}"
 
 
-def render(r: Result, console: Terminal | None = None) -> None:
+def _n(n: int, one: str, many: str) -> str:
+    return f"{n:,} {one if n == 1 else many}"
+
+
+def _pods(n: int) -> str:
+    return _n(n, "pod", "pods")
+
+
+def _story(r: Result) -> str:
+    """What happened to the burst, and what ended it: the verdict's reason, told no further than the run saw."""
+    s, pods = r.scenario, r.pods
+    if r.verdict == Verdict.OK:
+        return f"every pod Ready at its first attempt, the last after {_s(r.recovered_at)}"
+    if r.verdict == Verdict.UNFINISHED:
+        waiting = sum(p.state == "pending" for p in pods)
+        return (
+            f"the run ended at {format_duration(r.ended_at)} before {_pods(waiting)} saw a first attempt end; "
+            "run longer (--horizon)"
+        )
+    st = r.stall
+    if r.verdict == Verdict.DEGRADED:
+        return (
+            f"every pod Ready, the last after {_s(r.recovered_at)}; some only after failed attempts: "
+            "the burst drained on its own"
+        )
+    failing = sum(not p.ready for p in pods)
+    if r.recovered_at is not None and st is not None and st.ended_by is not None and st.until is not None:
+        stuck = "no pod" if st.since == 0 else "no further pod"
+        return (
+            f"{stuck} Ready for {format_duration(st.until - st.since)}, until the GC pass at "
+            f"{format_duration(st.ended_by.start)} shrank the table; all Ready by {format_duration(r.recovered_at)}: "
+            "only an outside event ended the storm"
+        )
+    after = [g for g in r.gc.passes if g.end <= r.ended_at]
+    if after:
+        last = after[-1]
+        return (
+            f"{_pods(failing)} still not Ready at {format_duration(r.ended_at)} while attempts keep failing, "
+            f"{format_duration(r.ended_at - last.end)} after the GC pass at {format_duration(last.start)}: "
+            "the node does not recover on its own"
+        )
+    if r.ended_because == "cap":
+        return (
+            f"{_pods(failing)} still not Ready after {format_duration(r.ended_at)} (the longest a run waits) "
+            "while attempts keep failing, and no GC pass came"
+        )
+    next_pass = (
+        f"the next GC pass (at {format_duration(s.gc_first_pass)})" if s.gc_first_pass > r.ended_at else "a GC pass"
+    )
+    return (
+        f"{_pods(failing)} still not Ready at --horizon {format_duration(r.ended_at)} while attempts keep failing; "
+        f"{next_pass} was past the run's end: drop --horizon to see what follows"
+    )
+
+
+def render(r: Result, console: Terminal | None = None, mitigations: list[Mitigation] | None = None) -> None:
     console = console or Terminal()
     s, c, d = r.scenario, r.counters, r.to_dict()
     pods = d["pods"]
@@ -43,22 +103,46 @@ def render(r: Result, console: Terminal | None = None) -> None:
     def bold(text: str) -> str:
         return b(text, "bold")
 
+    def why(*names: str) -> str:
+        """Each input's origin, dimmed, after its value."""
+        said = [o for o in (s.origin(n) for n in names) if o]
+        return b(f"  [{'; '.join(said)}]", "dim") if said else ""
+
     inputs: list[tuple[str, str]] = []
-    inputs.append(("preset / profile", f"{s.preset} / {s.profile} ({s.cores} cores)"))
+    inputs.append(("preset / profile", f"{s.preset} / {s.profile} ({s.cores} cores){why('cores')}"))
     inputs.append(("agent", _agent_line(s.agent_state)))
-    entries = f"{format_count(s.entries)}"
+    if s.agent_state == "warm":
+        lim = d["limiter"]["start"]
+        inputs.append(
+            (
+                "endpoint-create",
+                f"starts at {lim['endpoint_create_parallel']} parallel, burst {lim['endpoint_create_burst']}, "
+                f"{lim['endpoint_create_rate_per_s']:.4g} tokens/s (mean create {_s(lim['mean_processing_s'])})"
+                f"{why('limiter')}",
+            )
+        )
+    entries = (
+        f"TCP {format_count(s.entries)}{why('entries')}, non-TCP {format_count(s.any_entries)}{why('any_entries')}"
+    )
     if s.ipv6_entries is not None:
-        entries = f"IPv4 {entries} + IPv6 {format_count(s.ipv6_entries)} (dual stack)"
-    inputs.append(("entries at t=0", f"{entries}, {s.expired_fraction:.0%} expired"))
+        entries = (
+            f"IPv4 {entries}; IPv6 TCP {format_count(s.ipv6_entries)}, non-TCP {format_count(s.ipv6_any_entries)} "
+            "(dual stack)"
+        )
+    inputs.append(("entries at t=0", entries))
+    inputs.append(("expired at t=0", f"{s.expired_fraction:.0%} of them{why('expired_fraction')}"))
     capacity = f"{format_count(s.max_entries)} + non-TCP {format_count(s.any_max_entries)}"
     if s.ipv6_entries is not None:
         capacity += f" per family (IPv6 TCP {format_count(s.ipv6_max_entries)})"
-    inputs.append(("map capacity", f"TCP {capacity} ({s.max_entries_source})"))
-    inputs.append(("walk rate", f"{s.walk_rate:,.0f} entries/s — {s.rate_source}"))
-    inputs.append(("churn", f"{s.churn.describe()} new connections, each open {format_duration(s.conn_seconds)}"))
+    inputs.append(("map capacity", f"TCP {capacity}{why('capacity')}"))
+    inputs.append(("walk rate", f"{s.walk_rate:,.0f} entries/s{why('walk_rate')}"))
+    churn = f"TCP {s.churn.describe()}{why('churn')}"
+    churn += f", non-TCP {s.any_churn.describe()}{why('any_churn')}"
+    inputs.append(("churn", f"{churn}; each open {format_duration(s.conn_seconds)}{why('conn_duration')}"))
     inputs.append(("GC", _gc_line(r)))
-    inputs.append(("burst", f"{s.pods} pods at t=0, CNI deadline {format_duration(s.deadline)}"))
-    inputs.append(("horizon / seed", f"{format_duration(s.horizon)} / {s.seed}"))
+    inputs.append(("burst", f"{s.pods} pods at t=0, CNI deadline {format_duration(s.deadline)}{why('deadline')}"))
+    inputs.append(("regeneration", f"{format_duration(s.regeneration_seconds)} per endpoint{why('regeneration')}"))
+    inputs.append(("horizon / seed", f"{format_duration(r.ended_at)}{why('horizon')} / {s.seed}"))
     console.grid(inputs)
     for note in s.notes:
         console.print(b(f"note: {note}", "dim"))
@@ -91,8 +175,8 @@ def render(r: Result, console: Terminal | None = None) -> None:
         f"{f.name} max queue {f.lock_max_queue}, held {format_duration(f.lock_held_seconds)}" for f in r.families
     )
     console.print(
-        f"Locks: {busy} of {format_duration(s.horizon)} "
-        f"({c.create_scrubs + c.delete_scrubs:,} scrubs, {len(r.gc.passes)} GC passes); "
+        f"Locks: {busy} of {format_duration(r.ended_at)} "
+        f"({c.create_scrubs + c.delete_scrubs:,} scrubs, {_n(len(r.gc.passes), 'GC pass', 'GC passes')}); "
         f"{bold(str(c.orphaned_walks))} walks ran for callers that had given up: "
         f"{format_duration(c.orphaned_walk_seconds)} of orphaned walk time"
     )
@@ -100,43 +184,41 @@ def render(r: Result, console: Terminal | None = None) -> None:
     if len(intervals) > 12:
         intervals = [*intervals[:6], "…", *intervals[-5:]]
     console.print(
-        f"GC: {len(r.gc.passes)} passes, intervals {' → '.join(intervals) if intervals else '(no pass ran)'}; "
+        f"GC: {_n(len(r.gc.passes), 'pass', 'passes')}, "
+        f"intervals {' → '.join(intervals) if intervals else '(no pass ran)'}; "
         f"table {r.entries_at_start:,} → {r.entries_at_end:,} entries ({r.expired_at_end:,} expired), "
         f"{r.live_evicted:,} live entries evicted by LRU"
     )
     console.print()
 
     style = _VERDICT_STYLE.get(r.verdict, "bold")
-    if r.verdict == Verdict.OK:
-        why = "every pod Ready at its first attempt"
-    elif r.verdict == Verdict.DEGRADED:
-        why = f"every pod Ready, the last after {_s(r.recovered_at)}; some only after failed attempts"
-    elif r.verdict == Verdict.COLLAPSE:
-        why = (
-            f"{pods['requested'] - pods['ready']} pods still not Ready after {format_duration(s.horizon)} "
-            "while attempts keep failing: the node does not recover"
-        )
-    else:
-        waiting = pods["pending"]
-        why = (
-            f"the horizon ({format_duration(s.horizon)}) ended before {waiting} pod(s) saw their first attempt end; "
-            "run longer (--horizon)"
-        )
-    console.print(f"Verdict: {b(r.verdict.upper(), style)} — {why}")
+    console.print(f"Verdict: {b(r.verdict.upper(), style)} — {_story(r)}")
 
     a = r.advice
-    fits = "any burst" if a.safe_burst is None else f"at most {a.safe_burst} pod(s)"
+    fits = "any burst" if a.safe_burst is None else f"at most {_pods(a.safe_burst)}"
     if a.max_entries_for_burst >= sum(f.max_entries + f.any_max_entries for f in r.families):
-        keep = f"any table these maps can hold fits {a.burst} pods' scrubs"
+        keep = f"any table these maps can hold fits {_pods(a.burst)}' scrubs"
     else:
         keep = (
-            f"for {a.burst} pods' scrubs to fit, keep the table ≤ {a.max_entries_for_burst:,} entries "
-            f"(walk ≤ {a.walk_seconds_for_burst:.2f} s), e.g. with --gc-interval 60s"
+            f"for {_pods(a.burst)}' scrubs to fit, keep the table ≤ {a.max_entries_for_burst:,} entries "
+            f"(walk ≤ {a.walk_seconds_for_burst:.2f} s)"
         )
     console.print(
         f"Advice: this table fits {fits} within {format_duration(s.deadline)} "
         f"(scrubs of {r.walk_seconds:.1f} s queue on the CT lock); {keep}."
     )
+    if mitigations:
+        from ctsim.capacity.mitigations import HORIZON, describe
+
+        best = mitigations[0]
+        if best.resolved_at is not None:
+            console.print(f"Soonest fix, simulated: {bold(best.flag)} — {best.action}: {describe(best, named=False)}.")
+            rest = mitigations[1:]
+        else:
+            console.print(f"No simulated setting resolves this burst within {HORIZON}.")
+            rest = mitigations
+        if rest:
+            console.print("Also simulated: " + "; ".join(describe(m) for m in rest) + ".")
 
 
 def render_plan(doc: dict, console: Terminal | None = None) -> None:
@@ -155,8 +237,11 @@ def render_plan(doc: dict, console: Terminal | None = None) -> None:
         if a["drift_to_cap_s"] is None
         else f"interval reaches 12h after {format_duration(a['drift_to_cap_s'])}"
     )
+    churn = i["churn"]["schedule"]
+    if i["any_churn"]["segments"][0]["per_second"] or len(i["any_churn"]["segments"]) > 1:
+        churn = f"{churn} TCP + {i['any_churn']['schedule']} non-TCP"
     console.print(
-        f"Churn {i['churn']['schedule']}: the table peaks at {a['peak_entries']:,} entries under the adaptive GC "
+        f"Churn {churn}: the table peaks at {a['peak_entries']:,} entries under the adaptive GC "
         f"({drift}), {f['peak_entries']:,} with conntrack-gc-interval 60s"
     )
     fits = "any burst" if doc["safe_burst"] is None else f"{doc['safe_burst']} pods"

@@ -16,17 +16,21 @@ from ctsim.defaults import (
     CONNTRACK_GC_STARTING_INTERVAL,
     CT_MAP_ENTRIES_GLOBAL_ANY_DEFAULT,
     CT_MAP_ENTRIES_GLOBAL_TCP_DEFAULT,
+    DEFAULT_DYNAMIC_SIZE_RATIO,
     DEFAULT_REGENERATION,
+    ENDPOINT_CREATE,
     LIMIT_TABLE_MAX,
     TEARDOWN_TIMEOUT,
 )
 from ctsim.errors import InputError
 from ctsim.presets import DEFAULT_PRESET, Preset, get_preset
 from ctsim.profiles import Profile, get_profile
-from ctsim.quantity import parse_count, parse_duration, parse_float
+from ctsim.projection import FamilyWalk, scrub_seconds
+from ctsim.quantity import format_bytes, format_duration, parse_count, parse_duration, parse_float
 from ctsim.sizing import ct_map_sizes
 
-DEFAULT_HORIZON = 3600.0
+DEFAULT_HORIZON = 3600.0  # what capacity planning's burst searches run for
+UNTIL_RESOLVED_CAP = 2 * 86400.0  # with no --horizon: the longest a run waits for its burst to resolve
 DEFAULT_CONN_SECONDS = 30.0
 DRIFTED_NEXT_PASS = 6 * 3600.0  # incident state: the last 12 h pass was 6 h ago
 AGENT_STATES = ("warm", "fresh")
@@ -64,7 +68,7 @@ class NodeClock:
 class Scenario:
     preset: str
     profile: str
-    entries: int
+    entries: int  # the IPv4 TCP map's at t=0
     max_entries: int
     max_entries_source: str
     any_max_entries: int
@@ -88,9 +92,17 @@ class Scenario:
     cores: int
     node_memory: int
     map_ratio: float | None
-    horizon: float
+    horizon: float  # the run's end; with until_resolved, its cap
     seed: int
+    any_entries: int = 0  # the IPv4 non-TCP map's at t=0
+    ipv6_any_entries: int = 0
+    any_churn: ChurnSchedule = field(default_factory=lambda: ChurnSchedule(((0.0, float("inf")),)))
+    # meanProcessingDuration endpoint-create starts with: a warm agent's last creates (see _warm_limiter); 0: fresh
+    create_mean_processing: float = 0.0
+    until_resolved: bool = False  # no --horizon: the run ends when the burst is resolved (see ctsim.sim.model)
     notes: tuple[str, ...] = field(default=())
+    # Where each input came from, in the inputs block's order: (input, "given" | "derived: ..." | "preset ..." | ...).
+    origins: tuple[tuple[str, str], ...] = field(default=())
     # How many times faster than the node's clock the run's clock goes; every
     # duration but a walk's is divided by it (walks are entries / rate).
     # 1 for `ctsim run`; `ctsim emulate` scales down.
@@ -112,15 +124,21 @@ class Scenario:
             pod_start_spread=self.pod_start_spread / k,
         )
 
+    def origin(self, name: str) -> str:
+        return dict(self.origins).get(name, "")
+
     def to_dict(self) -> dict[str, object]:
         d = asdict(self)
-        d["churn"] = {
-            "schedule": self.churn.describe(),
-            "segments": [
-                {"per_second": r, "duration_s": None if d == float("inf") else d} for r, d in self.churn.segments
-            ],
-        }
+        for name in ("churn", "any_churn"):
+            schedule: ChurnSchedule = getattr(self, name)
+            d[name] = {
+                "schedule": schedule.describe(),
+                "segments": [
+                    {"per_second": r, "duration_s": None if d == float("inf") else d} for r, d in schedule.segments
+                ],
+            }
         d["notes"] = list(self.notes)
+        d["origins"] = dict(self.origins)
         d.pop("flags", None)
         return d
 
@@ -130,14 +148,17 @@ def resolve(
     preset: str | None = None,
     profile: str = "cilium-1.16",
     entries: str | None = None,
+    any_entries: str | None = None,
     max_entries: str | None = None,
     expired_fraction: str | None = None,
     agent_state: str = "warm",
     ipv6_entries: str | None = None,
+    ipv6_any_entries: str | None = None,
     ipv6_max_entries: str | None = None,
     pods: str = "50",
     rate: str | None = None,
     churn: str | None = None,
+    any_churn: str | None = None,
     conn_duration: str | None = None,
     deadline: str | None = None,
     gc_interval: str = "auto",
@@ -154,32 +175,52 @@ def resolve(
 ) -> Scenario:
     """Flags (as the user typed them) over the preset; raises InputError on bad input.
 
-    The rules run in this order (so the first bad flag is the one named):
-    counts and sizing inputs, the IPv4 maps (``_ipv4_maps``), the IPv6 maps
+    A preset supplies only what the user did not give; every input's origin
+    is kept (``Scenario.origins``). The rules run in this order (so the first
+    bad flag is the one named): counts and sizing inputs, map capacity
+    (``_capacity``), the IPv4 maps' entries (``_fill``), the IPv6 family
     (``_ipv6_maps``), the walk rate (``_walk_rate``), durations, the GC's
-    state at t=0 (``_gc_start``).
+    state at t=0 (``_gc_start``), the warm limiter (``_warm_limiter``).
     """
     typed = dict(locals())
     p = get_preset(DEFAULT_PRESET if preset is None else preset)
     prof = get_profile(profile)
     notes: list[str] = []
+    origins: dict[str, str] = {}
+    from_preset = f"preset {p.name}"
 
-    n_entries = parse_count(entries, "--entries") if entries is not None else p.entries
+    def origin(name: str, flag: object, otherwise: str) -> None:
+        origins[name] = "given" if flag is not None else otherwise
+
     n_pods = parse_count(pods, "--pods", minimum=1, maximum=MAX_PODS)
     n_cores = parse_count(cores, "--cores", minimum=1, maximum=MAX_CORES) if cores is not None else p.cores
-    memory = (
-        parse_count(node_memory, "--node-memory", minimum=1, maximum=MAX_NODE_MEMORY)
-        if node_memory is not None
-        else p.node_memory
-    )
-    ratio = parse_float(map_ratio, "--map-ratio", low=0.0, high=1.0) if map_ratio is not None else p.map_ratio
     n_seed = parse_count(seed, "--seed", maximum=MAX_SEED)
-    if ratio == 0.0:
-        ratio = None
+    n_entries = parse_count(entries, "--entries") if entries is not None else None
+    n_any = parse_count(any_entries, "--any-entries") if any_entries is not None else None
 
-    v4 = _ipv4_maps(p, memory, ratio, max_entries, n_entries, notes)
-    v6_entries, v6_tcp_max, v6_any_max, _ = _ipv6_maps(ipv6_entries, ipv6_max_entries, v4, notes)
-    n_entries, tcp_max, any_max, source = v4
+    cap = _capacity(p, node_memory, map_ratio, max_entries, notes)
+    user_sized = max_entries is not None or node_memory is not None or map_ratio is not None
+    tcp_max, any_max, capacity_origin = cap.tcp, cap.any, cap.origin
+    if n_entries is None:
+        n_entries, origins["entries"] = _preset_share(p, tcp_max, cap.preset_tcp)
+    else:
+        n_entries, tcp_max, capacity_origin = _fill(
+            "--entries", n_entries, tcp_max, capacity_origin, user_sized, "TCP", notes
+        )
+        origins["entries"] = "given"
+    if n_any is None:
+        n_any = min(p.any_entries, any_max)
+        origins["any_entries"] = f"{from_preset}: {p.any_assumption}"
+    else:
+        n_any, any_max, capacity_origin = _fill(
+            "--any-entries", n_any, any_max, capacity_origin, user_sized, "non-TCP", notes
+        )
+        origins["any_entries"] = "given"
+    origins["capacity"] = capacity_origin
+    v6 = _ipv6_maps(ipv6_entries, ipv6_any_entries, ipv6_max_entries, tcp_max, any_max, user_sized, notes)
+    v6_entries, v6_any, v6_tcp_max, v6_any_max = v6
+    if v6_entries is not None:
+        origins["ipv6"] = "given" + (", maps sized like IPv4's" if ipv6_max_entries is None else "")
     if agent_state not in AGENT_STATES:
         raise InputError(f"--agent-state: must be warm or fresh, got {agent_state!r}")
 
@@ -187,35 +228,50 @@ def resolve(
         expired = parse_float(expired_fraction, "--expired-fraction", low=0.0, high=1.0)
     else:
         expired = p.expired_fraction
+    origin("expired_fraction", expired_fraction, from_preset)
     walk_rate, rate_source, delete_s = _walk_rate(prof, rate, calibration)
+    origins["walk_rate"] = "given" if rate is not None else rate_source
 
     schedule = parse_churn(churn if churn is not None else p.churn)
+    origin("churn", churn, from_preset)
+    any_schedule = parse_churn(any_churn if any_churn is not None else p.any_churn, "--any-churn")
+    origin("any_churn", any_churn, from_preset)
     conn_s = (
         parse_duration(conn_duration, "--conn-duration", maximum=MAX_HORIZON)
         if conn_duration is not None
         else DEFAULT_CONN_SECONDS
     )
+    origin("conn_duration", conn_duration, "default")
     deadline_s = (
         parse_duration(deadline, "--deadline", minimum=1.0, maximum=MAX_DEADLINE)
         if deadline is not None
         else CLIENT_TIMEOUT
     )
-    horizon_s = parse_duration(horizon, "--horizon", maximum=MAX_HORIZON) if horizon is not None else DEFAULT_HORIZON
+    origin("deadline", deadline, "default: cilium-cni's ClientTimeout")
+    if horizon is not None:
+        horizon_s = parse_duration(horizon, "--horizon", maximum=MAX_HORIZON)
+        origins["horizon"] = "given"
+    else:
+        horizon_s = UNTIL_RESOLVED_CAP
+        origins["horizon"] = f"until resolved (at most {format_duration(UNTIL_RESOLVED_CAP)})"
     regen_s = (
         parse_duration(regeneration, "--regeneration-time", allow_zero=True, maximum=MAX_REGENERATION)
         if regeneration is not None
         else DEFAULT_REGENERATION
     )
+    origin("regeneration", regeneration, "default: the model's assumption")
+    origin("cores", cores, from_preset)
     fixed, initial, first_pass, max_interval = _gc_start(
         gc_interval, gc_initial_interval, gc_next_pass, gc_max_interval, agent_state, notes
     )
-
+    families = [(n_entries, n_any)] + ([(v6_entries, v6_any)] if v6_entries is not None else [])
+    mean, origins["limiter"] = _warm_limiter(agent_state, families, walk_rate, regen_s, deadline_s)
     return Scenario(
         preset=p.name,
         profile=prof.name,
         entries=n_entries,
         max_entries=tcp_max,
-        max_entries_source=source,
+        max_entries_source=capacity_origin,
         any_max_entries=any_max,
         agent_state=agent_state,
         ipv6_entries=v6_entries,
@@ -235,82 +291,184 @@ def resolve(
         gc_max_interval=max_interval,
         regeneration_seconds=regen_s,
         cores=n_cores,
-        node_memory=memory,
-        map_ratio=ratio,
+        node_memory=cap.memory,
+        map_ratio=cap.ratio,
         horizon=horizon_s,
         seed=n_seed,
+        any_entries=n_any,
+        ipv6_any_entries=v6_any,
+        any_churn=any_schedule,
+        create_mean_processing=mean,
+        until_resolved=horizon is None,
         notes=tuple(notes),
+        origins=tuple(origins.items()),
         calibration=calibration,
         flags=typed,
     )
 
 
-# One family's maps: (entries at t=0, TCP capacity, non-TCP capacity, where the capacity came from).
-# Plain tuples, not NamedTuples: a NamedTuple costs ~0.8 M instructions to define, on every start-up.
-_Maps = tuple[int | None, int, int, str]
+class _Capacity:
+    """Map capacity per family (TCP, non-TCP) and where it came from. A slotted class: cheap to define."""
+
+    __slots__ = ("any", "memory", "origin", "preset_tcp", "ratio", "tcp")
+
+    def __init__(self, tcp: int, any_: int, origin: str, memory: int, ratio: float | None, preset_tcp: int) -> None:
+        self.tcp, self.any, self.origin, self.memory, self.ratio, self.preset_tcp = (
+            tcp,
+            any_,
+            origin,
+            memory,
+            ratio,
+            preset_tcp,
+        )
 
 
-def _ipv4_maps(
-    p: Preset, memory: int, ratio: float | None, max_entries: str | None, n_entries: int, notes: list[str]
-) -> _Maps:
-    """Map capacity: explicit, or from sizing, or the preset's static limit; a table never exceeds its map."""
+def _static_tcp(p: Preset) -> int:
+    return p.ct_tcp_max or CT_MAP_ENTRIES_GLOBAL_TCP_DEFAULT
+
+
+def _preset_tcp(p: Preset) -> int:
+    """The TCP capacity of the preset's own node (its entries are a share of it)."""
+    return ct_map_sizes(p.node_memory, p.map_ratio).tcp if p.map_ratio else _static_tcp(p)
+
+
+def _capacity(
+    p: Preset, node_memory: str | None, map_ratio: str | None, max_entries: str | None, notes: list[str]
+) -> _Capacity:
+    """The maps' capacity: --max-entries, else sizing from memory x ratio, else static sizes.
+
+    A given --node-memory or --map-ratio always sizes the maps: memory or
+    ratio not given come from the preset, and a preset with static sizes
+    lends the Helm chart's ratio.
+    """
+    from_preset = f"preset {p.name}"
+    memory = (
+        parse_count(node_memory, "--node-memory", minimum=1, maximum=MAX_NODE_MEMORY)
+        if node_memory is not None
+        else p.node_memory
+    )
+    memory_from = f"--node-memory {format_bytes(memory)}" if node_memory is not None else format_bytes(memory)
+    if node_memory is None and map_ratio is not None:
+        memory_from = f"{from_preset}'s {memory_from}"
+    ratio: float | None
+    if map_ratio is not None:
+        ratio = parse_float(map_ratio, "--map-ratio", low=0.0, high=1.0) or None
+        ratio_from = f"--map-ratio {ratio:g}" if ratio else ""
+    elif node_memory is not None and p.map_ratio is None:
+        ratio = DEFAULT_DYNAMIC_SIZE_RATIO
+        ratio_from = f"ratio {ratio:g}, the Helm chart's default"
+        notes.append(
+            f"--node-memory sizes the maps with bpf-map-dynamic-size-ratio {ratio:g} (the Helm chart's default): "
+            f"preset {p.name} has static sizes; give --map-ratio to choose another"
+        )
+    else:
+        ratio = p.map_ratio
+        ratio_from = (f"{from_preset}'s {ratio:g}" if node_memory is not None else f"{ratio:g}") if ratio else ""
     if ratio is not None:
         sizes = ct_map_sizes(memory, ratio)
-        tcp_max, any_max = sizes.tcp, sizes.any
-        source = f"dynamic sizing: {memory:,} B x {ratio:g}"
-    else:
-        tcp_max = p.ct_tcp_max or CT_MAP_ENTRIES_GLOBAL_TCP_DEFAULT
-        any_max = CT_MAP_ENTRIES_GLOBAL_ANY_DEFAULT
-        source = f"preset {p.name}: static limit"
-    if max_entries is not None:
-        tcp_max = parse_count(max_entries, "--max-entries", minimum=1)
-        source = "--max-entries"
-        if tcp_max > LIMIT_TABLE_MAX:
-            raise InputError(
-                f"--max-entries: {tcp_max:,} exceeds Cilium's limit of {LIMIT_TABLE_MAX:,} (LimitTableMax)"
-            )
-        if n_entries > tcp_max:
+        tcp, any_ = sizes.tcp, sizes.any
+        if sizes.overflowed:
             notes.append(
-                f"a map of {tcp_max:,} holds at most {tcp_max:,} entries: --entries {n_entries:,} "
-                "is clamped to it (LRU evicts the rest)"
+                f"{format_bytes(memory)} x {ratio:g} overflows the agent's int64 sizing arithmetic: "
+                "Cilium sizes such maps as the model does, to what the wrapped product gives"
             )
-            n_entries = tcp_max
-    elif n_entries > tcp_max:
-        if n_entries > LIMIT_TABLE_MAX:
-            raise InputError(
-                f"--entries: {n_entries:,} exceeds Cilium's CT map limit of {LIMIT_TABLE_MAX:,} (LimitTableMax)"
-            )
-        tcp_max = n_entries
-        source += ", raised to --entries"
-    return n_entries, tcp_max, any_max, source
+        how = f"dynamic sizing, {memory_from} x {ratio_from}"
+        origin = f"derived: {how}" if node_memory is not None or map_ratio is not None else f"{from_preset}: {how}"
+    else:
+        if node_memory is not None:
+            notes.append("--node-memory sizes nothing: --map-ratio 0 turns dynamic sizing off (static map sizes)")
+        static_from_user = map_ratio is not None
+        tcp = CT_MAP_ENTRIES_GLOBAL_TCP_DEFAULT if static_from_user else _static_tcp(p)
+        any_ = CT_MAP_ENTRIES_GLOBAL_ANY_DEFAULT
+        origin = (
+            "default: Cilium's static sizes (--map-ratio 0)" if static_from_user else f"{from_preset}: static sizes"
+        )
+    if max_entries is not None:
+        tcp = parse_count(max_entries, "--max-entries", minimum=1)
+        if tcp > LIMIT_TABLE_MAX:
+            raise InputError(f"--max-entries: {tcp:,} exceeds Cilium's limit of {LIMIT_TABLE_MAX:,} (LimitTableMax)")
+        origin = f"given: TCP --max-entries; non-TCP {origin}"
+    return _Capacity(tcp, any_, origin, memory, ratio, _preset_tcp(p))
 
 
-def _ipv6_maps(ipv6_entries: str | None, ipv6_max_entries: str | None, v4: _Maps, notes: list[str]) -> _Maps:
-    """The IPv6 family, when the node is dual-stack: Cilium sizes both families' maps alike."""
+def _preset_share(p: Preset, tcp_max: int, preset_tcp: int) -> tuple[int, str]:
+    """The preset's TCP entries: its count on its own map, the same share of any other."""
+    share = p.entries / preset_tcp
+    what = "a full map" if share >= 1 else f"{share:.0%} of the map"
+    if tcp_max == preset_tcp:
+        return p.entries, f"preset {p.name}: {what}"
+    return min(tcp_max, round(share * tcp_max)), f"derived: preset {p.name}'s share of the map, {what}"
+
+
+def _fill(
+    flag: str, entries: int, capacity: int, origin: str, user_sized: bool, which: str, notes: list[str]
+) -> tuple[int, int, str]:
+    """A given count on its map: a map the user sized holds what fits; a preset's map grows to hold it."""
+    if entries <= capacity:
+        return entries, capacity, origin
+    if user_sized:
+        notes.append(
+            f"a {which} map of {capacity:,} holds at most {capacity:,} entries: {flag} {entries:,} "
+            "is clamped to it (LRU evicts the rest)"
+        )
+        return capacity, capacity, origin
+    if entries > LIMIT_TABLE_MAX:
+        raise InputError(f"{flag}: {entries:,} exceeds Cilium's CT map limit of {LIMIT_TABLE_MAX:,} (LimitTableMax)")
+    return entries, entries, f"{origin}; {which} raised to {flag}'s {entries:,}"
+
+
+def _ipv6_maps(
+    ipv6_entries: str | None,
+    ipv6_any_entries: str | None,
+    ipv6_max_entries: str | None,
+    tcp_max: int,
+    any_max: int,
+    user_sized: bool,
+    notes: list[str],
+) -> tuple[int | None, int, int, int]:
+    """The IPv6 family, when the node is dual-stack: (TCP entries, non-TCP entries, TCP max, non-TCP max).
+
+    Cilium sizes both families' maps alike; the same fill rules as IPv4's apply.
+    """
     v6_entries = parse_count(ipv6_entries, "--ipv6-entries") if ipv6_entries is not None else None
-    v6_tcp_max, v6_any_max = v4[1], v4[2]
+    v6_any = parse_count(ipv6_any_entries, "--ipv6-any-entries") if ipv6_any_entries is not None else 0
+    v6_tcp_max, v6_any_max = tcp_max, any_max
     if ipv6_max_entries is not None:
         v6_tcp_max = parse_count(ipv6_max_entries, "--ipv6-max-entries", minimum=1)
-        if v6_entries is None:
-            raise InputError("--ipv6-max-entries: give --ipv6-entries too (it makes the node dual-stack)")
         if v6_tcp_max > LIMIT_TABLE_MAX:
             raise InputError(
                 f"--ipv6-max-entries: {v6_tcp_max:,} exceeds Cilium's limit of {LIMIT_TABLE_MAX:,} (LimitTableMax)"
             )
-    if v6_entries is not None and v6_entries > v6_tcp_max:
-        if ipv6_max_entries is not None:  # as for IPv4: a capped map holds what fits
-            notes.append(
-                f"an IPv6 map of {v6_tcp_max:,} holds at most {v6_tcp_max:,} entries: --ipv6-entries "
-                f"{v6_entries:,} is clamped to it (LRU evicts the rest)"
-            )
-            v6_entries = v6_tcp_max
-        elif v6_entries > LIMIT_TABLE_MAX:
-            raise InputError(
-                f"--ipv6-entries: {v6_entries:,} exceeds Cilium's CT map limit of {LIMIT_TABLE_MAX:,} (LimitTableMax)"
-            )
-        else:
-            v6_tcp_max = v6_entries  # as for IPv4: the map is at least as large as what it holds
-    return v6_entries, v6_tcp_max, v6_any_max, ""
+    if v6_entries is None:
+        for flag, value in (("--ipv6-max-entries", ipv6_max_entries), ("--ipv6-any-entries", ipv6_any_entries)):
+            if value is not None:
+                raise InputError(f"{flag}: give --ipv6-entries too (it makes the node dual-stack)")
+        return None, 0, v6_tcp_max, v6_any_max
+    capped = user_sized or ipv6_max_entries is not None
+    v6_entries, v6_tcp_max, _ = _fill("--ipv6-entries", v6_entries, v6_tcp_max, "", capped, "IPv6 TCP", notes)
+    v6_any, v6_any_max, _ = _fill("--ipv6-any-entries", v6_any, v6_any_max, "", capped, "IPv6 non-TCP", notes)
+    return v6_entries, v6_any, v6_tcp_max, v6_any_max
+
+
+def _warm_limiter(
+    agent_state: str, families: list[tuple[int, int]], walk_rate: float, regeneration: float, deadline: float
+) -> tuple[float, str]:
+    """endpoint-create's meanProcessingDuration at t=0, and how it was derived.
+
+    A warm agent's last ``mean_over`` (10) creates each took one scrub of the
+    table as it is at t=0 plus the regeneration, capped at the deadline (a
+    create that outlives its caller ends with an error, which feeds nothing
+    to AutoAdjust). A fresh agent has no mean: the limiter starts at its defaults.
+    """
+    if agent_state == "fresh":
+        return 0.0, "default: a fresh agent's limiter, at its v1.16.5 parameters"
+    walk = scrub_seconds([FamilyWalk("", (tcp, any_), walk_rate) for tcp, any_ in families])
+    mean = min(walk + regeneration, deadline)
+    capped = " (capped at the deadline)" if walk + regeneration > deadline else ""
+    return mean, (
+        f"derived: AutoAdjust after the last {ENDPOINT_CREATE.mean_over} creates, each one scrub of this table "
+        f"plus the regeneration, {format_duration(mean)}{capped}"
+    )
 
 
 def _walk_rate(prof: Profile, rate: str | None, calibration: str | None) -> tuple[float, str, float]:

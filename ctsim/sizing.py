@@ -46,23 +46,42 @@ class CTMapSizes(NamedTuple):
 
     tcp: int
     any: int
+    overflowed: bool = False  # the agent's int64 product wrapped (memory x ratio >= 16 TiB)
 
     def memory_bytes(self, ipv6: bool = False) -> int:
         """Keys and values of one family's two maps (hash-table overhead not counted)."""
         return (self.tcp + self.any) * (CT_ELEMENT_BYTES_V6 if ipv6 else CT_ELEMENT_BYTES_V4)
 
 
+def _int64(n: int) -> int:
+    """Go's int64 arithmetic: the product wraps around."""
+    return (n + 2**63) % 2**64 - 2**63
+
+
+def _go_div(a: int, b: int) -> int:
+    """Go's integer division truncates towards zero (Python's floors)."""
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b >= 0) else -q
+
+
 def dynamic_size(default: int, minimum: int, total_memory: int, ratio: float) -> int:
-    """``getEntries``: the default scaled by memory*ratio (integer division), clamped."""
+    """``getEntries``: ``(default * memoryAvailableForMaps) / totalMapMemoryDefault`` in int64, clamped.
+
+    The product wraps once memory x ratio reaches 2**63 / default bytes (16 TiB
+    for the TCP map's 524,288): the agent then sizes from the wrapped value,
+    and so does this (``ct_map_sizes`` flags it).
+    """
     if not 0.0 < ratio <= 1.0:
         return default
     available = int(total_memory * ratio)
-    entries = default * available // TOTAL_MAP_MEMORY_DEFAULT
+    entries = _go_div(_int64(default * available), TOTAL_MAP_MEMORY_DEFAULT)
     return max(minimum, min(entries, LIMIT_TABLE_MAX))
 
 
 def ct_map_sizes(total_memory: int, ratio: float) -> CTMapSizes:
+    available = int(total_memory * ratio) if 0.0 < ratio <= 1.0 else 0
     return CTMapSizes(
         tcp=dynamic_size(CT_MAP_ENTRIES_GLOBAL_TCP_DEFAULT, LIMIT_TABLE_AUTO_GLOBAL_TCP_MIN, total_memory, ratio),
         any=dynamic_size(CT_MAP_ENTRIES_GLOBAL_ANY_DEFAULT, LIMIT_TABLE_AUTO_GLOBAL_ANY_MIN, total_memory, ratio),
+        overflowed=CT_MAP_ENTRIES_GLOBAL_TCP_DEFAULT * available >= 2**63,
     )

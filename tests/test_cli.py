@@ -101,12 +101,12 @@ def test_scenario_help_shows_the_defaults_the_model_uses() -> None:
     from ctsim.defaults import CLIENT_TIMEOUT, CONNTRACK_GC_MAX_LRU_INTERVAL, DEFAULT_REGENERATION
     from ctsim.presets import PRESETS
     from ctsim.quantity import format_duration
-    from ctsim.scenario import DEFAULT_CONN_SECONDS, DEFAULT_HORIZON
+    from ctsim.scenario import DEFAULT_CONN_SECONDS, UNTIL_RESOLVED_CAP
 
     text = " ".join(ctsim("run", "--help").stdout.split())  # unwrapped
     for seconds in (CLIENT_TIMEOUT, CONNTRACK_GC_MAX_LRU_INTERVAL, DEFAULT_REGENERATION, DEFAULT_CONN_SECONDS):
         assert f"default: {format_duration(seconds)}" in text, seconds
-    assert f"(default: {format_duration(DEFAULT_HORIZON)})" in text
+    assert f"at most {format_duration(UNTIL_RESOLVED_CAP)})" in text and "until the burst is resolved" in text
     for name, preset in PRESETS.items():
         assert f"{name} {preset.entries:,}" in text and f"{name} {preset.churn}" in text
         assert f"{name} {preset.cores}" in text and f"{name} {preset.expired_fraction:g}" in text

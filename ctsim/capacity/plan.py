@@ -35,6 +35,7 @@ class Facts:
     cores: str = "16"
     profile: str = "cilium-1.16"
     churn: str = "30/s"
+    any_churn: str | None = None
     conn_duration: str | None = None
     burst: str = "50"
     deadline: str | None = None
@@ -52,6 +53,7 @@ class Facts:
             "cores": self.cores,
             "profile": self.profile,
             "churn": self.churn,
+            "any_churn": self.any_churn,
             "conn_duration": self.conn_duration,
             "pods": self.burst,
             "deadline": self.deadline,
@@ -66,7 +68,8 @@ class Facts:
 @dataclass(frozen=True)
 class SteadyState:
     gc: str
-    peak_entries: int
+    peak_entries: int  # both maps
+    peak_any_entries: int  # the non-TCP map's share of it
     peak_expired: int
     drift_to_cap_s: float | None
     final_interval_s: float | None
@@ -75,6 +78,7 @@ class SteadyState:
         return {
             "gc": self.gc,
             "peak_entries": self.peak_entries,
+            "peak_any_entries": self.peak_any_entries,
             "peak_expired": self.peak_expired,
             "drift_to_cap_s": self.drift_to_cap_s,
             "final_interval_s": self.final_interval_s,
@@ -93,11 +97,13 @@ def steady_state(facts: Facts, gc_interval: str, **override: Any) -> SteadyState
     )
     model = Model(resolve(**flags), trace_every=TRACE_EVERY)
     result = model.run()
-    _, present, expired = max(model.trace, key=lambda sample: sample[1])
+    at = max(range(len(model.trace)), key=lambda i: model.trace[i][1])
+    _, present, expired = model.trace[at]
     capped = next((p.start for p in result.gc.passes if p.interval_after >= CONNTRACK_GC_MAX_LRU_INTERVAL), None)
     return SteadyState(
         gc=gc_interval,
         peak_entries=present,
+        peak_any_entries=model.trace_any[at],
         peak_expired=expired,
         drift_to_cap_s=capped,
         final_interval_s=result.gc.intervals[-1] if result.gc.intervals else None,
@@ -107,7 +113,12 @@ def steady_state(facts: Facts, gc_interval: str, **override: Any) -> SteadyState
 def burst_at(facts: Facts, state: SteadyState, burst: int | None = None, **override: Any) -> Result:
     """The burst arriving when the table is at its peak."""
     expired = state.peak_expired / state.peak_entries if state.peak_entries else 0.0
-    flags = facts.flags(entries=str(state.peak_entries), expired_fraction=f"{expired:.6f}", **override)
+    flags = facts.flags(
+        entries=str(state.peak_entries - state.peak_any_entries),
+        any_entries=str(state.peak_any_entries),
+        expired_fraction=f"{expired:.6f}",
+        **override,
+    )
     if burst is not None:
         flags["pods"] = str(burst)
     if state.gc != "auto":
@@ -171,7 +182,8 @@ def plan(facts: Facts) -> dict[str, Any]:
     overhead = base.regeneration_seconds
     adaptive = steady_state(facts, "auto")
     fixed = steady_state(facts, "60s")
-    peak = [FamilyWalk("ipv4", (adaptive.peak_entries,), base.walk_rate)]
+    tcp_peak = adaptive.peak_entries - adaptive.peak_any_entries
+    peak = [FamilyWalk("ipv4", (tcp_peak, adaptive.peak_any_entries), base.walk_rate)]
     walk = peak[0].seconds
     at_peak = burst_at(facts, adaptive)
     fits = safe_burst(peak, base.deadline, overhead)

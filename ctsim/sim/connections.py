@@ -3,7 +3,9 @@
 Each connection holds a live entry while open; after it closes the entry lives
 on for the TCP close timeout (``bpf-ct-timeout-regular-tcp-fin``, 10 s) and is
 then *expired*: it stays in the map until a GC pass deletes it or LRU evicts
-it (``bpf-ct-timeout-*`` defaults). Arrivals are batched into one cohort per tick.
+it (``bpf-ct-timeout-*`` defaults). A non-TCP flow (UDP, DNS) is the same
+with ``bpf-ct-timeout-regular-any`` (60 s) after its last packet. Arrivals
+are batched into one cohort per tick.
 """
 
 from __future__ import annotations
@@ -27,9 +29,17 @@ class ConnectionChurn:
     its 525,600 minutes of events.
     """
 
-    def __init__(self, ctmap: CTMap, schedule: ChurnSchedule, conn_seconds: float, until: float) -> None:
+    def __init__(
+        self,
+        ctmap: CTMap,
+        schedule: ChurnSchedule,
+        conn_seconds: float,
+        until: float,
+        close_timeout: float = CT_TIMEOUT_TCP_FIN,
+    ) -> None:
+        """``close_timeout``: an entry's life after its flow ends (the TCP FIN timeout; 60 s for non-TCP)."""
         self.ctmap, self.schedule, self.until = ctmap, schedule, until
-        self.lifetime = conn_seconds + CT_TIMEOUT_TCP_FIN
+        self.lifetime = conn_seconds + close_timeout
         self.next_tick = TICK_SECONDS
         self.carry = 0.0
 

@@ -135,6 +135,7 @@ class GCPass:
 @dataclass
 class GCHistory:
     passes: list[GCPass] = field(default_factory=list)
+    on_pass: Callable[[GCPass], None] | None = None  # told of every pass as it ends
 
     @property
     def intervals(self) -> list[float]:
@@ -166,7 +167,10 @@ def run_gc(
         walked, deleted, ratio = yield from walk_pass()
         actual = (start - previous_start) * time_scale if previous_start is not None else 0.0
         interval = policy.get_interval(actual, ratio)
-        history.passes.append(GCPass(start, env.now, walked, deleted, ratio, interval))
+        done = GCPass(start, env.now, walked, deleted, ratio, interval)
+        history.passes.append(done)
+        if history.on_pass is not None:
+            history.on_pass(done)
         previous_start = start
         if not advance(env, interval / time_scale):  # a quiet stretch: passes back to back, no events
             yield env.timeout(interval / time_scale)

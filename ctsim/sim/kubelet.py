@@ -85,6 +85,7 @@ def pod_worker(
             call = None
             if outcome is _ADD_OK:
                 pod.ready_at = env.now
+                node.pod_ready()
                 return
             pod.failures += 1
             step = DEL_AFTER_ADD

@@ -9,7 +9,7 @@ from functools import partial
 
 import simpy
 
-from ctsim.defaults import CT_MAPS
+from ctsim.defaults import CT_MAPS, CT_TIMEOUT_ANY, CT_TIMEOUT_TCP_FIN
 from ctsim.projection import FamilyWalk, max_entries_for_burst, safe_burst
 from ctsim.scenario import Scenario
 from ctsim.sim.clock import advance, process_after, start_processes
@@ -26,13 +26,17 @@ from ctsim.sim.walk import walk
 
 
 def _family(
-    env: simpy.Environment, name: str, entries: int, expired_fraction: float, tcp_max: int, any_max: int
+    env: simpy.Environment, name: str, entries: tuple[int, int], expired_fraction: float, maxes: tuple[int, int]
 ) -> Family:
-    """A family's two maps, its t=0 entries in the TCP map, and its lock."""
-    expired = round(entries * expired_fraction)
-    tcp_name, any_name = CT_MAPS[name]
-    tcp = new_map(tcp_name, tcp_max, established=entries - expired, expired=expired)
-    return Family(name, [tcp, new_map(any_name, any_max)], GlobalDeleteLock(env, name))
+    """A family's two maps (TCP, non-TCP) with their t=0 entries, the same share expired in each, and its lock."""
+    maps = []
+    for map_name, n, max_entries in zip(CT_MAPS[name], entries, maxes, strict=True):
+        expired = round(n * expired_fraction)
+        maps.append(new_map(map_name, max_entries, established=n - expired, expired=expired))
+    return Family(name, maps, GlobalDeleteLock(env, name))
+
+
+STORM_SETTLE = 3600.0  # a run that waits for its burst gives up this long after the first GC pass ends
 
 
 @dataclass
@@ -50,10 +54,18 @@ class Model:
         s = self.scenario
         self.env = env = simpy.Environment()
         k = s.time_scale
-        families = [_family(env, "ipv4", s.entries, s.expired_fraction, s.max_entries, s.any_max_entries)]
+        families = [
+            _family(env, "ipv4", (s.entries, s.any_entries), s.expired_fraction, (s.max_entries, s.any_max_entries))
+        ]
         if s.ipv6_entries is not None:
             families.append(
-                _family(env, "ipv6", s.ipv6_entries, s.expired_fraction, s.ipv6_max_entries, s.ipv6_any_max_entries)
+                _family(
+                    env,
+                    "ipv6",
+                    (s.ipv6_entries, s.ipv6_any_entries),
+                    s.expired_fraction,
+                    (s.ipv6_max_entries, s.ipv6_any_max_entries),
+                )
             )
         family, tcp = families[0], families[0].maps[0]
         self.node = Node(
@@ -67,7 +79,7 @@ class Model:
             time_scale=k,
         )
         if s.agent_state == "warm":
-            self.node.endpoint_create.core.spend_skip_initial()
+            self.node.endpoint_create.core.warm(s.create_mean_processing / k)
             self.node.endpoint_delete.core.spend_skip_initial()
         self.entries_at_start = {f.name: tuple(m.present for m in f.maps) for f in families}
         self.gc = GCHistory()
@@ -77,18 +89,56 @@ class Model:
         # One family: its walk is the pass (the same steps, one generator fewer on every pass).
         walk_pass = partial(walk, self.node, family, collect_garbage=True) if len(families) == 1 else self._gc_pass
         env.process(run_gc(env, walk_pass, policy, s.gc_first_pass, self.gc, k))
-        if s.churn.peak > 0:
-            if k != 1.0:
-                raise ValueError("churn is not modelled on a scaled clock")
-            tcp.feed = ConnectionChurn(tcp, s.churn, s.conn_seconds, until=s.horizon).catch_up
+        for ctmap, schedule, close in (
+            (tcp, s.churn, CT_TIMEOUT_TCP_FIN),
+            (family.maps[1], s.any_churn, CT_TIMEOUT_ANY),
+        ):
+            if schedule.peak > 0:
+                if k != 1.0:
+                    raise ValueError("churn is not modelled on a scaled clock")
+                ctmap.feed = ConnectionChurn(
+                    ctmap, schedule, s.conn_seconds, until=s.horizon, close_timeout=close
+                ).catch_up
         self.trace: list[tuple[float, int, int]] = []
+        self.trace_any: list[int] = []  # the non-TCP map's present entries at each sample
         if self.trace_every:
             env.process(self._sample(family, self.trace_every / k))
         self.pods = [new_pod(i, s.pods, s.seed, s.clock.pod_start_spread) for i in range(s.pods)]
+        self.node.unready = s.pods
+        self.ended_because = "horizon"
+        self._stop: simpy.Event | None = None
+        if s.until_resolved:
+            self._until_resolved()
         deadline = s.clock.deadline
         parks = self.parking and Parking.applies(self.node, deadline)
         self.parked = Parking(self.node, deadline) if parks else None
         start_processes(env, lambda: self._start_pods(deadline))
+
+    def _until_resolved(self) -> None:
+        """Ends the run when its burst is resolved: every pod Ready, or an hour after the first GC pass.
+
+        After that pass and its effect nothing but the next one (up to 12 h
+        later) or an operator can change the storm; the cap (the horizon)
+        ends a run whose first pass never comes.
+        """
+        env = self.env
+        self._stop = stop = env.event()
+        stop.callbacks.append(simpy.core.StopSimulation.callback)
+
+        def end(because: str) -> None:
+            if not stop.triggered:
+                self.ended_because = because
+                stop.succeed()
+
+        all_ready = self.node.all_ready = env.event()
+        all_ready.callbacks.append(lambda _: end("resolved"))
+        settle = STORM_SETTLE / self.scenario.time_scale
+
+        def first_pass(p: object) -> None:
+            self.gc.on_pass = None
+            env.timeout(settle).callbacks.append(lambda _: end("settled"))
+
+        self.gc.on_pass = first_pass
 
     def _start_pods(self, deadline: float) -> None:
         """Every pod's worker, waiting for its first ADD; one start event for all of them."""
@@ -114,6 +164,7 @@ class Model:
             for m in family.maps:
                 m.catch_up(now, inclusive=tick_first)
             self.trace.append((now, family.present, sum(m.expired(now) for m in family.maps)))
+            self.trace_any.append(family.maps[1].present)
             if not advance(self.env, every):  # its own timer wakes it alone
                 yield self.env.timeout(every)
 
@@ -131,6 +182,9 @@ class Model:
                 for step in range(1, 101):
                     self.env.run(until=horizon * step / 100)
                     progress("simulate", 1, 100)
+                    if self._stop is not None and self._stop.processed:
+                        progress("simulate", 100 - step, 100)
+                        break
         finally:
             if collecting:
                 gc.enable()
@@ -150,6 +204,7 @@ class Model:
                 max_entries=f.maps[0].max_entries,
                 any_max_entries=f.maps[1].max_entries,
                 entries_at_start=sum(self.entries_at_start[f.name]),
+                any_entries_at_start=self.entries_at_start[f.name][1],
                 entries_at_end=f.present,
                 expired_at_end=sum(m.expired(now) for m in f.maps),
                 live_evicted=sum(m.live_evicted for m in f.maps),
@@ -160,9 +215,13 @@ class Model:
             for f in node.families
         ]
         walks = [FamilyWalk(f.name, self.entries_at_start[f.name], s.walk_rate) for f in node.families]
+        if self.ended_because == "horizon" and s.until_resolved:
+            self.ended_because = "cap"
         return Result(
             scenario=s,
-            verdict=verdict(self.pods),
+            verdict=verdict(self.pods, self.gc.passes, now * s.time_scale),
+            ended_at=now * s.time_scale,
+            ended_because=self.ended_because,
             families=families,
             walks=walks,
             pods=self.pods,

@@ -65,6 +65,13 @@ class Node:
     endpoint_create: APILimiter = field(init=False)
     endpoint_delete: APILimiter = field(init=False)
     build_permits: FIFOLock = field(init=False)
+    unready: int = 0  # pods not Ready yet
+    all_ready: simpy.Event | None = None  # succeeds when the last pod becomes Ready (a run that waits for it)
+
+    def pod_ready(self) -> None:
+        self.unready -= 1
+        if self.unready == 0 and self.all_ready is not None:
+            self.all_ready.succeed()
 
     def __post_init__(self) -> None:
         self.endpoint_create = APILimiter(self.env, "endpoint-create", scaled(ENDPOINT_CREATE, self.time_scale))

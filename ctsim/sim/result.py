@@ -7,10 +7,11 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from ctsim.defaults import ENDPOINT_CREATE
 from ctsim.projection import FamilyWalk, scrub_seconds
 from ctsim.rate import LimiterCore
 from ctsim.scenario import Scenario
-from ctsim.sim.gc import GCHistory
+from ctsim.sim.gc import GCHistory, GCPass
 from ctsim.sim.node import Counters
 from ctsim.sim.pod import Pod
 
@@ -20,7 +21,7 @@ class Verdict(StrEnum):
 
     OK = "ok"  # every pod Ready at its first attempt
     DEGRADED = "degraded"  # every pod Ready, some after failed attempts
-    COLLAPSE = "collapse"  # pods still not Ready at the horizon while attempts keep failing
+    COLLAPSE = "collapse"  # the storm stalled: pods still failing at the end, or until an outside event (a GC pass)
     UNFINISHED = "unfinished"  # the horizon ended before some pod's first attempt did
 
 
@@ -34,13 +35,79 @@ def percentile(values: list[float], q: float) -> float | None:
     return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 
-def verdict(pods: list[Pod]) -> Verdict:
-    """ok / degraded when every pod is Ready; unfinished while some pod's first attempt has not ended."""
+STALL = 1800.0  # pods failing this long with none becoming Ready: the burst is not draining on its own
+
+
+class Stall:
+    """The longest stretch in which pods kept failing and none became Ready; what ended it, if anything."""
+
+    __slots__ = ("ended_by", "since", "until")
+
+    def __init__(self, since: float, until: float | None, ended_by: GCPass | None) -> None:
+        self.since, self.until, self.ended_by = since, until, ended_by  # until None: it had not ended
+
+
+def stall(pods: list[Pod], passes: list[GCPass], end: float) -> Stall | None:
+    """The burst's longest stall of at least ``STALL`` seconds up to ``end`` (None: it kept draining).
+
+    A closed stall is ended by the last GC pass that deleted entries and
+    started within it, when there is one: the outside event that let the
+    next pod through.
+    """
+    if not any(p.failures for p in pods):
+        return None
+    ready = sorted(p.ready_at for p in pods if p.ready_at is not None)
+    since, longest = 0.0, None
+    for at in ready:
+        if at - since >= STALL and (longest is None or at - since > longest[1] - longest[0]):
+            longest = (since, at)
+        since = at
+    if len(ready) < len(pods) and end - since >= STALL and (longest is None or end - since > longest[1] - longest[0]):
+        return Stall(since, None, None)
+    if longest is None:
+        return None
+    a, b = longest
+    ended_by = next((g for g in reversed(passes) if a <= g.start <= b and g.deleted > 0), None)
+    return Stall(a, b, ended_by)
+
+
+def verdict(pods: list[Pod], passes: list[GCPass] | None = None, end: float = 0.0) -> Verdict:
+    """ok / degraded when every pod is Ready on its own; unfinished while some pod's first attempt has not ended.
+
+    A burst that every pod survived only because a GC pass ended its stall is
+    a collapse: it would not have drained on its own.
+    """
     if all(p.ready for p in pods):
-        return Verdict.OK if all(p.attempts == 1 for p in pods) else Verdict.DEGRADED
+        if all(p.attempts == 1 for p in pods):
+            return Verdict.OK
+        stalled = stall(pods, passes or [], end)
+        return Verdict.COLLAPSE if stalled is not None and stalled.ended_by is not None else Verdict.DEGRADED
     if any(not p.ready and not p.failures for p in pods):
         return Verdict.UNFINISHED
     return Verdict.COLLAPSE
+
+
+def limiter_start(s: Scenario) -> dict[str, float]:
+    """endpoint-create as the run starts it (``Scenario.create_mean_processing``; JSON ``limiter.start``)."""
+    core = LimiterCore("endpoint-create", ENDPOINT_CREATE)
+    if s.agent_state == "warm":
+        core.warm(s.create_mean_processing)
+    return {
+        "endpoint_create_parallel": core.parallel_requests,
+        "endpoint_create_burst": core.rate_burst,
+        "endpoint_create_rate_per_s": core.rate_limit,
+        "mean_processing_s": core.mean_processing,
+    }
+
+
+def _stall_dict(st: Stall | None) -> dict[str, float | None] | None:
+    if st is None:
+        return None
+    return {
+        "since_s": st.since,
+        "until_s": st.until,
+        "ended_by_gc_pass_at_s": None if st.ended_by is None else st.ended_by.start,
+    }
 
 
 def _spread(values: list[float]) -> dict[str, float | None]:
@@ -87,6 +154,7 @@ class FamilyResult:
     max_entries: int
     any_max_entries: int
     entries_at_start: int
+    any_entries_at_start: int  # the non-TCP map's part of entries_at_start
     entries_at_end: int
     expired_at_end: int
     live_evicted: int
@@ -114,7 +182,13 @@ class Result:
     gc: GCHistory
     limiter_end: LimiterEnd
     advice: Advice
+    ended_at: float = 0.0  # node seconds
+    ended_because: str = "horizon"  # horizon (--horizon), resolved (all Ready), settled (1 h after a GC pass), cap
     extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def stall(self) -> Stall | None:
+        return stall(self.pods, self.gc.passes, self.ended_at)
 
     @property
     def walk_seconds(self) -> float:
@@ -200,6 +274,12 @@ class Result:
                 "retry_interval_s": _spread(self.retry_intervals),
                 "recovered_at_s": self.recovered_at,
             },
+            "run": {
+                "ended_at_s": self.ended_at,
+                "ended_because": self.ended_because,
+                "until_resolved": s.until_resolved,
+            },
+            "stall": _stall_dict(self.stall),
             "cni": {
                 "add_attempts": c.add_attempts,
                 "add_ok": c.add_ok,
@@ -242,6 +322,8 @@ class Result:
                     "max_entries": f.max_entries,
                     "any_max_entries": f.any_max_entries,
                     "entries_at_start": f.entries_at_start,
+                    "tcp_entries_at_start": f.entries_at_start - f.any_entries_at_start,
+                    "any_entries_at_start": f.any_entries_at_start,
                     "entries_at_end": f.entries_at_end,
                     "expired_at_end": f.expired_at_end,
                     "live_evicted": f.live_evicted,
@@ -253,7 +335,7 @@ class Result:
                 }
                 for f, w in zip(self.families, self.walks, strict=True)
             },
-            "limiter": self.limiter_end.to_dict(),
+            "limiter": {"start": limiter_start(s), **self.limiter_end.to_dict()},
             "advice": {
                 "burst": self.advice.burst,
                 "safe_burst": self.advice.safe_burst,

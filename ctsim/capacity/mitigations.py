@@ -1,0 +1,111 @@
+"""What would end a run's storm soonest: each mitigation simulated with the user's own inputs.
+
+``ctsim run`` advises from these, never from a rule of thumb: a setting the
+run already uses is not offered, and each one offered was run through the
+model on the same node, for at most ``HORIZON``, with what it costs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from ctsim.quantity import format_duration, parse_duration
+from ctsim.scenario import Scenario, resolve
+from ctsim.sim.model import simulate
+from ctsim.sim.result import Result, Verdict
+
+HORIZON = "1h"  # a mitigation that has not resolved the burst by then is not one
+MAX_INTERVAL = 3600.0  # the conntrack-gc-max-interval offered
+
+
+class Mitigation:
+    """One setting, what the model says it does to this run's burst, and its cost."""
+
+    __slots__ = ("action", "cost", "flag", "result")
+
+    def __init__(self, flag: str, action: str, result: Result, cost: str) -> None:
+        self.flag, self.action, self.result, self.cost = flag, action, result, cost
+
+    @property
+    def resolved_at(self) -> float | None:
+        """When every pod was Ready (None: not within ``HORIZON``)."""
+        return self.result.recovered_at
+
+    def to_dict(self) -> dict[str, Any]:
+        r = self.result
+        return {
+            "flag": self.flag,
+            "action": self.action,
+            "verdict": r.verdict,
+            "all_ready_s": r.recovered_at,
+            "pods_ready": r.pods_ready,
+            "add_429": r.counters.add_429,
+            "cost": self.cost,
+        }
+
+
+def _gc_cost(r: Result) -> str:
+    """The GC's CPU: its first pass over the table as it was, then the share of a core its passes take."""
+    passes = r.gc.passes
+    if not passes:
+        return "no GC pass within the run"
+    first = passes[0]
+    later = passes[1:]
+    span = r.ended_at - first.end
+    share = sum(p.end - p.start for p in later) / span if later and span > 0 else 0.0
+    return f"GC: a first pass of {format_duration(first.end - first.start)}, then {share:.1%} of one core"
+
+
+def _candidates(s: Scenario) -> list[tuple[str, str, dict[str, str]]]:
+    """(flag, what it means, the flags it changes), for the settings this run does not already use."""
+    out: list[tuple[str, str, dict[str, str]]] = []
+    if not s.gc_interval or s.gc_interval > 60:
+        out.append(
+            (
+                "--gc-interval 60s",
+                "set conntrack-gc-interval to 60s (the agent restarts: a pass now)",
+                {"gc_interval": "60s"},
+            )
+        )
+    adaptive = not s.gc_interval
+    if adaptive and (not s.gc_max_interval or s.gc_max_interval > MAX_INTERVAL) and s.gc_first_pass > MAX_INTERVAL:
+        out.append(
+            (
+                "--gc-max-interval 1h",
+                "set conntrack-gc-max-interval to 1h: passes at most 1h apart, so the next one comes on average "
+                "30m after the burst (on the table as given: `ctsim plan` shows the smaller steady table it leads to)",
+                {"gc_max_interval": "1h", "gc_next_pass": "30m"},
+            )
+        )
+    if s.profile in ("cilium-1.16", "cilium-1.17"):
+        out.append(("--profile cilium-1.18", "upgrade to Cilium 1.18 (batched walks)", {"profile": "cilium-1.18"}))
+    return out
+
+
+def simulate_mitigations(s: Scenario) -> list[Mitigation]:
+    """Each mitigation this run does not use, simulated for ``HORIZON``; soonest resolved first."""
+    found = []
+    for flag, action, change in _candidates(s):
+        flags = {**s.flags, **change, "horizon": None}
+        # Until resolved, as the run itself, but for at most HORIZON.
+        mitigated = replace(resolve(**flags), horizon=parse_duration(HORIZON, "--horizon"))  # type: ignore[arg-type]
+        r = simulate(mitigated)
+        cost = "an upgrade" if "profile" in change else _gc_cost(r)
+        if "profile" in change:
+            action = f"{action}; walk rate {r.scenario.rate_source}"
+        found.append(Mitigation(flag, action, r, cost))
+    found.sort(key=lambda m: (m.resolved_at is None, m.resolved_at or 0.0))
+    return found
+
+
+def describe(m: Mitigation, named: bool = True) -> str:
+    """``--gc-interval 60s: all 50 Ready by 3m10s (GC walks 2.1 % …)``: one mitigation, one clause."""
+    r = m.result
+    n = len(r.pods)
+    if m.resolved_at is None:
+        what = f"{r.pods_ready}/{n} Ready after {HORIZON}"
+    else:
+        what = f"all {n} Ready by {format_duration(m.resolved_at)}"
+    ok = " at the first attempt" if r.verdict == Verdict.OK else ""
+    return f"{m.flag + ': ' if named else ''}{what}{ok} ({m.cost})"

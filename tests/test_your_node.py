@@ -1,0 +1,144 @@
+"""Every answer is about the node the user describes: inputs and their origins, both maps, a warm
+limiter, and time told no further than the run saw (issue "Your node, not the preset")."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from ctsim.cli import app
+from ctsim.defaults import ENDPOINT_CREATE
+from ctsim.errors import InputError
+from ctsim.scenario import UNTIL_RESOLVED_CAP, resolve
+from ctsim.sim.model import STORM_SETTLE
+from ctsim.sim.result import STALL, Verdict
+from ctsim.sizing import ct_map_sizes
+from tests.support.scenarios import run
+
+
+def _run_json(*args: str) -> dict:
+    r = CliRunner().invoke(app, ["run", *args, "--json"])
+    assert r.exit_code == 0, r.output
+    return json.loads(r.stdout)
+
+
+def test_a_given_memory_and_ratio_size_the_map_the_preset_only_fills_it() -> None:
+    s = resolve(node_memory="64Gi", map_ratio="0.0025", pods="10")
+    sizes = ct_map_sizes(64 * 2**30, 0.0025)
+    assert (s.max_entries, s.any_max_entries) == (sizes.tcp, sizes.any) == (602_802, 301_401)
+    assert s.entries == s.max_entries  # the analytics preset's map is full: so is this one
+    assert s.origin("capacity").startswith("derived: dynamic sizing, --node-memory 64Gi x --map-ratio 0.0025")
+    assert s.origin("entries").startswith("derived: preset analytics's share")
+    assert run(node_memory="64Gi", map_ratio="0.0025", pods="10").verdict == Verdict.OK
+
+
+def test_a_static_preset_sizes_a_given_memory_with_helms_ratio_and_says_so() -> None:
+    s = resolve(preset="standard", node_memory="64Gi")
+    assert s.max_entries == ct_map_sizes(64 * 2**30, 0.0025).tcp
+    assert any("Helm chart's default" in n for n in s.notes)
+    # The preset's share of its own 262,144-entry map, on the sized one.
+    assert s.entries == round(250_000 / 262_144 * s.max_entries)
+    off = resolve(preset="standard", node_memory="64Gi", map_ratio="0")
+    assert off.max_entries == 524_288 and any("sizes nothing" in n for n in off.notes)
+
+
+def test_entries_beyond_a_sized_map_are_clamped_and_beyond_a_preset_map_raise_it() -> None:
+    sized = resolve(node_memory="64Gi", entries="2M")
+    assert sized.entries == sized.max_entries == 1_205_604
+    assert any("clamped" in n for n in sized.notes)
+    preset = resolve(preset="standard", entries="1M")
+    assert preset.entries == preset.max_entries == 1_000_000
+    assert "raised" in preset.origin("capacity")
+
+
+def test_the_non_tcp_map_is_walked_after_the_tcp_map() -> None:
+    tcp_only = run(entries="8M", pods="1", horizon="5m")
+    both = run(entries="8M", any_entries="8M", pods="1", horizon="5m")
+    assert both.walk_seconds == pytest.approx(2 * tcp_only.walk_seconds)
+    fam = both.to_dict()["families"]["ipv4"]
+    assert (fam["tcp_entries_at_start"], fam["any_entries_at_start"]) == (8_000_000, 8_000_000)
+    # One scrub past the deadline on its own: the lone pod's first attempt times out.
+    alone = run(entries="16Mi", any_entries="16Mi", pods="1", horizon="10m", expired_fraction="0")
+    assert alone.walk_seconds > 90 and alone.counters.add_timeouts >= 1
+
+
+def test_non_tcp_churn_fills_the_non_tcp_map_for_60s_after_each_flow() -> None:
+    r = run(entries="0", any_churn="600/min", churn="0/s", conn_duration="1s", pods="1", horizon="30m")
+    fam = r.to_dict()["families"]["ipv4"]
+    # 10 flows/s, each entry expiring 60 s after its last packet and left for GC: 30 min of them.
+    assert fam["entries_at_end"] == pytest.approx(10 * (30 * 60 - 60), abs=600)
+    assert r.families[0].expired_at_end == pytest.approx(fam["entries_at_end"] - 10 * 60, abs=600)
+
+
+def test_ipv6_non_tcp_entries_need_a_dual_stack_node() -> None:
+    with pytest.raises(InputError, match="--ipv6-any-entries: give --ipv6-entries"):
+        resolve(ipv6_any_entries="1M")
+    s = resolve(entries="1M", ipv6_entries="1M", ipv6_any_entries="2M")
+    assert (s.ipv6_entries, s.ipv6_any_entries) == (1_000_000, 2_000_000)
+
+
+def test_a_warm_agent_starts_endpoint_create_where_autoadjust_left_it() -> None:
+    d = _run_json("--entries", "16M", "--pods", "2", "--horizon", "1m")
+    start = d["limiter"]["start"]
+    walk = 16_000_000 / d["inputs"]["walk_rate"]
+    assert start["mean_processing_s"] == pytest.approx(walk + 2.0)
+    f = ENDPOINT_CREATE.estimated_processing / start["mean_processing_s"]
+    assert start["endpoint_create_parallel"] == 2  # 4 + (4f - 4) / 2, at least min 2
+    assert start["endpoint_create_burst"] == 2
+    assert start["endpoint_create_rate_per_s"] == pytest.approx(0.5 * f)
+    fresh = _run_json("--entries", "16M", "--pods", "2", "--horizon", "1m", "--agent-state", "fresh")["limiter"]
+    assert fresh["start"] == {
+        "endpoint_create_parallel": 4,
+        "endpoint_create_burst": 4,
+        "endpoint_create_rate_per_s": 0.5,
+        "mean_processing_s": 0.0,
+    }
+
+
+def test_the_incident_plays_until_the_gc_pass_ends_it_and_stays_a_collapse() -> None:
+    r = run(entries="16M", pods="50")
+    assert r.verdict == Verdict.COLLAPSE
+    assert r.ended_because == "resolved" and r.recovered_at == r.ended_at
+    st = r.stall
+    assert st is not None and st.ended_by is not None
+    assert st.ended_by.start == 6 * 3600  # the drifted agent's next pass
+    assert st.since == 0.0 and st.until is not None and st.until - st.since >= STALL
+    assert 6 * 3600 < r.recovered_at < 6.5 * 3600
+
+
+def test_a_fixed_horizon_says_what_it_did_not_see() -> None:
+    out = CliRunner().invoke(app, ["run", "--entries", "16M", "--pods", "50", "--horizon", "1h"]).stdout
+    assert "the next GC pass (at 6h) was past the run's end" in out
+    assert "does not recover" not in out
+
+
+def test_does_not_recover_only_past_the_gc_pass() -> None:
+    # Nothing to delete: the pass at 6h changes nothing, and the run ends an hour after it.
+    r = run(entries="16M", expired_fraction="0", churn="0/s", pods="50")
+    assert r.verdict == Verdict.COLLAPSE and r.ended_because == "settled"
+    assert r.ended_at == pytest.approx(r.gc.passes[0].end + STORM_SETTLE)
+    out = CliRunner().invoke(app, ["run", "--entries", "16M", "--expired-fraction", "0", "--churn", "0/s"]).stdout
+    assert "does not recover on its own" in out
+
+
+def test_a_burst_that_drains_on_its_own_is_degraded_and_a_quick_one_ends_early() -> None:
+    r = run(preset="standard", pods="50")
+    assert r.verdict in (Verdict.OK, Verdict.DEGRADED) and r.ended_because == "resolved"
+    assert r.ended_at < 3600
+    capped = run(entries="16M", expired_fraction="0", churn="0/s", pods="2", gc_next_pass="3d")
+    assert capped.ended_because in ("resolved", "cap")
+    assert capped.ended_at <= UNTIL_RESOLVED_CAP
+
+
+def test_advice_never_offers_what_the_run_already_uses_and_ranks_what_it_simulated() -> None:
+    d = _run_json("--entries", "16M", "--pods", "50")
+    offered = [m["flag"] for m in d["advice"]["mitigations"]]
+    assert "--gc-interval 60s" in offered and "--gc-max-interval 1h" in offered
+    ready = [m["all_ready_s"] for m in d["advice"]["mitigations"] if m["all_ready_s"] is not None]
+    assert ready == sorted(ready)
+    used = _run_json("--entries", "16M", "--expired-fraction", "0", "--churn", "0/s", "--gc-interval", "60s")
+    flags = [m["flag"] for m in used["advice"]["mitigations"]]
+    assert "--gc-interval 60s" not in flags and "--gc-max-interval 1h" not in flags
+    assert "1 pod within" in CliRunner().invoke(app, ["run", "--entries", "16M", "--pods", "50"]).stdout
