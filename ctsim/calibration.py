@@ -25,6 +25,7 @@ class Calibration:
     delete_seconds_per_entry: float
     measured_at: str
     kernel: str
+    batch_bucket_seconds: float | None = None  # a batched walk's cost per bucket; None in files from before it
 
     def walk_rate(self, walk: str) -> float:
         return self.batch_entries_per_s if walk == "batched" else self.per_entry_entries_per_s
@@ -40,6 +41,9 @@ BOUNDS = {
     "batch_entries_per_s": (1.0, 1e10),
     "delete_seconds_per_entry": (1e-10, 1.0),
 }
+
+
+OPTIONAL_BOUNDS = {"batch_bucket_seconds": (0.0, 1e-3)}
 
 
 def _refuse_constant(name: str) -> Any:
@@ -63,6 +67,14 @@ def load(path: str, flag: str = "--calibration") -> Calibration:
         if not isinstance(value, int | float) or isinstance(value, bool) or not low <= value <= high:
             raise InputError(f"{flag}: {path}: {key} must be a number from {low:g} to {high:g}, got {value!r}")
         values[key] = float(value)
+    bucket = doc.get("batch_bucket_seconds")
+    if bucket is not None:
+        low, high = OPTIONAL_BOUNDS["batch_bucket_seconds"]
+        if not isinstance(bucket, int | float) or isinstance(bucket, bool) or not low <= bucket <= high:
+            raise InputError(
+                f"{flag}: {path}: batch_bucket_seconds must be a number from {low:g} to {high:g}, got {bucket!r}"
+            )
+        values["batch_bucket_seconds"] = float(bucket)
     host = doc.get("host") if isinstance(doc.get("host"), dict) else {}
     return Calibration(
         path=path,

@@ -23,19 +23,35 @@ from typing import NamedTuple
 from ctsim.floats import left_sum
 
 
-def walk_seconds(entries: float, rate: float, deletes: float = 0.0, delete_seconds: float = 0.0) -> float:
-    """Seconds for one full walk of ``entries`` at ``rate`` entries/s, with deletes."""
+def walk_seconds(
+    entries: float,
+    rate: float,
+    deletes: float = 0.0,
+    delete_seconds: float = 0.0,
+    buckets: float = 0.0,
+    bucket_seconds: float = 0.0,
+) -> float:
+    """Seconds for one full walk of ``entries`` at ``rate`` entries/s, with deletes.
+
+    A batched walk (``BPF_MAP_LOOKUP_BATCH``) also visits every bucket of the
+    hash table, full or not: ``buckets`` (the map's capacity) x ``bucket_seconds``.
+    """
     if rate <= 0:
         raise ValueError("walk rate must be positive")
-    return entries / rate + deletes * delete_seconds
+    return entries / rate + deletes * delete_seconds + buckets * bucket_seconds
 
 
 class FamilyWalk(NamedTuple):
-    """One family's part of a scrub: present entries per map (TCP, non-TCP) at one rate."""
+    """One family's part of a scrub: present entries per map (TCP, non-TCP) at one rate.
+
+    ``capacities`` and ``bucket_seconds``: a batched walk's cost per bucket of each map (none per entry).
+    """
 
     family: str
     map_entries: tuple[float, ...]
     rate: float
+    capacities: tuple[int, ...] = ()
+    bucket_seconds: float = 0.0
 
     @property
     def entries(self) -> float:
@@ -43,11 +59,18 @@ class FamilyWalk(NamedTuple):
 
     @property
     def seconds(self) -> float:
-        return walk_seconds(self.entries, self.rate)
+        return walk_seconds(self.entries, self.rate, buckets=sum(self.capacities), bucket_seconds=self.bucket_seconds)
 
     @property
     def first_map_seconds(self) -> float:
-        return walk_seconds(self.map_entries[0], self.rate) if self.map_entries else 0.0
+        if not self.map_entries:
+            return 0.0
+        buckets = self.capacities[0] if self.capacities else 0
+        return walk_seconds(self.map_entries[0], self.rate, buckets=buckets, bucket_seconds=self.bucket_seconds)
+
+    def emptied(self) -> FamilyWalk:
+        """The same maps with no entries: what a walk costs whatever they hold."""
+        return self._replace(map_entries=tuple(0.0 for _ in self.map_entries))
 
 
 def scrub_seconds(walks: Sequence[FamilyWalk]) -> float:
@@ -98,16 +121,25 @@ def safe_burst(walks: Sequence[FamilyWalk], deadline: float, overhead: float = 0
 def max_entries_for_burst(walks: Sequence[FamilyWalk], burst: int, deadline: float, overhead: float = 0.0) -> int:
     """The largest table (all families, in today's proportions) on which ``burst`` scrubs fit.
 
-    Scaling every map by s scales the burst's end by s, so the answer is the
-    present total times budget / burst_seconds. With empty tables it is the
-    first family's rate times the budget per pod.
+    Scaling every map's entries by s makes each line of the burst's end
+    affine in s (the buckets a batched walk visits cost the same at any s),
+    so each line gives its largest s in one division; the answer is the
+    present total times the least of them. With empty tables it is the first
+    family's rate times the budget per pod left after the buckets.
     """
     budget = deadline - overhead
     if budget <= 0 or burst <= 0:
         return 0
-    end = burst_seconds(walks, burst)
+    empty = [w.emptied() for w in walks]
     total = sum(w.entries for w in walks)
-    if end <= 0 or total <= 0:
+    fixed = burst_seconds(empty, burst)
+    if total <= 0 or burst_seconds(walks, burst) <= fixed:
         rate = walks[0].rate if walks else 0.0
-        return math.floor(budget / burst * rate)
-    return math.floor(total * budget / end)
+        return max(0, math.floor((budget - fixed) / burst * rate))
+    fits = math.inf
+    for (slope, intercept), (slope0, intercept0) in zip(_burst_lines(walks), _burst_lines(empty), strict=True):
+        at_empty = slope0 * burst + intercept0
+        per_scale = slope * burst + intercept - at_empty
+        if per_scale > 0:
+            fits = min(fits, math.floor(total * (budget - at_empty) / per_scale))
+    return max(0, int(fits))

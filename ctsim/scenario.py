@@ -95,6 +95,7 @@ class Scenario:
     horizon: float  # the run's end; with until_resolved, its cap
     seed: int
     any_entries: int = 0  # the IPv4 non-TCP map's at t=0
+    bucket_seconds: float = 0.0  # a batched walk's cost per bucket of a map's capacity (0: per-entry walks)
     ipv6_any_entries: int = 0
     any_churn: ChurnSchedule = field(default_factory=lambda: ChurnSchedule(((0.0, float("inf")),)))
     # meanProcessingDuration endpoint-create starts with: a warm agent's last creates (see _warm_limiter); 0: fresh
@@ -229,7 +230,7 @@ def resolve(
     else:
         expired = p.expired_fraction
     origin("expired_fraction", expired_fraction, from_preset)
-    walk_rate, rate_source, delete_s = _walk_rate(prof, rate, calibration)
+    walk_rate, rate_source, delete_s, bucket_s = _walk_rate(prof, rate, calibration)
     origins["walk_rate"] = "given" if rate is not None else rate_source
 
     schedule = parse_churn(churn if churn is not None else p.churn)
@@ -264,8 +265,10 @@ def resolve(
     fixed, initial, first_pass, max_interval = _gc_start(
         gc_interval, gc_initial_interval, gc_next_pass, gc_max_interval, agent_state, notes
     )
-    families = [(n_entries, n_any)] + ([(v6_entries, v6_any)] if v6_entries is not None else [])
-    mean, origins["limiter"] = _warm_limiter(agent_state, families, walk_rate, regen_s, deadline_s)
+    walks = [FamilyWalk("ipv4", (n_entries, n_any), walk_rate, (tcp_max, any_max), bucket_s)]
+    if v6_entries is not None:
+        walks.append(FamilyWalk("ipv6", (v6_entries, v6_any), walk_rate, (v6_tcp_max, v6_any_max), bucket_s))
+    mean, origins["limiter"] = _warm_limiter(agent_state, walks, regen_s, deadline_s)
     return Scenario(
         preset=p.name,
         profile=prof.name,
@@ -282,6 +285,7 @@ def resolve(
         walk_rate=walk_rate,
         rate_source=rate_source,
         delete_seconds=delete_s,
+        bucket_seconds=bucket_s,
         churn=schedule,
         conn_seconds=conn_s,
         deadline=deadline_s,
@@ -450,9 +454,7 @@ def _ipv6_maps(
     return v6_entries, v6_any, v6_tcp_max, v6_any_max
 
 
-def _warm_limiter(
-    agent_state: str, families: list[tuple[int, int]], walk_rate: float, regeneration: float, deadline: float
-) -> tuple[float, str]:
+def _warm_limiter(agent_state: str, walks: list[FamilyWalk], regeneration: float, deadline: float) -> tuple[float, str]:
     """endpoint-create's meanProcessingDuration at t=0, and how it was derived.
 
     A warm agent's last ``mean_over`` (10) creates each took one scrub of the
@@ -462,7 +464,7 @@ def _warm_limiter(
     """
     if agent_state == "fresh":
         return 0.0, "default: a fresh agent's limiter, at its v1.16.5 parameters"
-    walk = scrub_seconds([FamilyWalk("", (tcp, any_), walk_rate) for tcp, any_ in families])
+    walk = scrub_seconds(walks)
     mean = min(walk + regeneration, deadline)
     capped = " (capped at the deadline)" if walk + regeneration > deadline else ""
     return mean, (
@@ -471,9 +473,13 @@ def _warm_limiter(
     )
 
 
-def _walk_rate(prof: Profile, rate: str | None, calibration: str | None) -> tuple[float, str, float]:
-    """(entries/s, where it came from, seconds per delete): --rate, else the calibration, else the profile's."""
-    delete_s = prof.delete_seconds
+def _walk_rate(prof: Profile, rate: str | None, calibration: str | None) -> tuple[float, str, float, float]:
+    """(entries/s, where it came from, seconds per delete, seconds per bucket of a batched walk).
+
+    --rate, else the calibration, else the profile's. A batched walk's bucket
+    cost comes from the calibration when it measured one, else the profile.
+    """
+    delete_s, bucket_s = prof.delete_seconds, prof.bucket_seconds
     cal = None
     if calibration is not None:
         from ctsim.calibration import load as load_calibration
@@ -481,11 +487,13 @@ def _walk_rate(prof: Profile, rate: str | None, calibration: str | None) -> tupl
         cal = load_calibration(calibration)
     if cal is not None:
         delete_s = cal.delete_seconds_per_entry
+        if prof.walk == "batched" and cal.batch_bucket_seconds is not None:
+            bucket_s = cal.batch_bucket_seconds
     if rate is not None:
-        return float(parse_count(rate, "--rate", minimum=1, maximum=MAX_WALK_RATE)), "--rate", delete_s
+        return float(parse_count(rate, "--rate", minimum=1, maximum=MAX_WALK_RATE)), "--rate", delete_s, bucket_s
     if cal is not None:
-        return cal.walk_rate(prof.walk), cal.describe(prof.walk), delete_s
-    return prof.walk_rate, prof.source, delete_s
+        return cal.walk_rate(prof.walk), cal.describe(prof.walk), delete_s, bucket_s
+    return prof.walk_rate, prof.source, delete_s, bucket_s
 
 
 # (conntrack-gc-interval, 0: adaptive; GetInterval's cachedGCInterval at t=0, 0: none yet;

@@ -142,3 +142,26 @@ def test_advice_never_offers_what_the_run_already_uses_and_ranks_what_it_simulat
     flags = [m["flag"] for m in used["advice"]["mitigations"]]
     assert "--gc-interval 60s" not in flags and "--gc-max-interval 1h" not in flags
     assert "1 pod within" in CliRunner().invoke(app, ["run", "--entries", "16M", "--pods", "50"]).stdout
+
+
+def test_a_batched_walk_pays_for_every_bucket_of_its_maps() -> None:
+    from ctsim.profiles import PROFILES
+
+    prof = PROFILES["cilium-1.18"]
+    empty = run(entries="0", profile="cilium-1.18", pods="1", horizon="5m")
+    capacity = empty.scenario.max_entries + empty.scenario.any_max_entries
+    assert empty.walk_seconds == pytest.approx(capacity * prof.bucket_seconds) and empty.walk_seconds > 0
+    assert run(entries="0", pods="1", horizon="5m").walk_seconds == 0.0  # per entry: an empty map is free
+
+
+def test_the_table_advised_for_a_burst_fits_it_with_the_bucket_term() -> None:
+    from ctsim.projection import FamilyWalk, burst_seconds, max_entries_for_burst
+
+    walks = [FamilyWalk("ipv4", (4e6, 1e6), 3e6, (16 * 2**20, 8 * 2**20), 5e-9)]  # 0.13 s of buckets per walk
+    n = max_entries_for_burst(walks, 50, 90.0, 2.0)
+    share = n / 5e6
+
+    def at(s: float) -> float:
+        return burst_seconds([w._replace(map_entries=tuple(e * s for e in w.map_entries)) for w in walks], 50)
+
+    assert at(share) <= 88.0 < at(share * 1.001)

@@ -183,7 +183,15 @@ def plan(facts: Facts) -> dict[str, Any]:
     adaptive = steady_state(facts, "auto")
     fixed = steady_state(facts, "60s")
     tcp_peak = adaptive.peak_entries - adaptive.peak_any_entries
-    peak = [FamilyWalk("ipv4", (tcp_peak, adaptive.peak_any_entries), base.walk_rate)]
+    peak = [
+        FamilyWalk(
+            "ipv4",
+            (tcp_peak, adaptive.peak_any_entries),
+            base.walk_rate,
+            (base.max_entries, base.any_max_entries),
+            base.bucket_seconds,
+        )
+    ]
     walk = peak[0].seconds
     at_peak = burst_at(facts, adaptive)
     fits = safe_burst(peak, base.deadline, overhead)

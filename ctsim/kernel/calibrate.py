@@ -54,9 +54,11 @@ def probe() -> None:
         raise
 
 
-def new_ct_map(entries: int, key_size: int, progress: Progress | None = None, task: str = "fill") -> BPFMap:
-    """An LRU hash map of ``entries`` capacity filled with as many entries by batch updates."""
-    m = BPFMap.create(BPF_MAP_TYPE_LRU_HASH, key_size, CT_VALUE_SIZE, entries, name="ctsim_calib")
+def new_ct_map(
+    entries: int, key_size: int, progress: Progress | None = None, task: str = "fill", capacity: int | None = None
+) -> BPFMap:
+    """An LRU hash map of ``capacity`` (default: ``entries``) filled with ``entries`` entries by batch updates."""
+    m = BPFMap.create(BPF_MAP_TYPE_LRU_HASH, key_size, CT_VALUE_SIZE, capacity or entries, name="ctsim_calib")
     try:
         value = bytes(CT_VALUE_SIZE)
         for base in range(0, entries, FILL_CHUNK):
@@ -105,6 +107,29 @@ def per_entry_rate(m: BPFMap) -> float:
 def batch_rate(m: BPFMap, batch_size: int) -> float:
     n, seconds = _timed(lambda: m.count(batch_size))
     return n / seconds
+
+
+# A batched walk's bucket term: the same few entries in a small and a large map.
+BUCKET_PROBE_ENTRIES = 1_000
+BUCKET_PROBE_CAPACITIES = (1 << 16, 1 << 20)
+
+
+def bucket_seconds(key_size: int, trials: int = 5) -> dict[str, Any]:
+    """Seconds per bucket a batched walk visits, full or not: (t(1Mi) - t(64Ki)) / (1Mi - 64Ki), CPU time.
+
+    Both maps hold the same ``BUCKET_PROBE_ENTRIES``, so their entries' cost cancels.
+    """
+    seconds = []
+    for capacity in BUCKET_PROBE_CAPACITIES:
+        with new_ct_map(BUCKET_PROBE_ENTRIES, key_size, capacity=capacity) as m:
+            seconds.append(statistics.median(_timed(lambda m=m: m.count(4096))[1] for _ in range(trials)))
+    small, large = BUCKET_PROBE_CAPACITIES
+    return {
+        "entries": BUCKET_PROBE_ENTRIES,
+        "capacities": list(BUCKET_PROBE_CAPACITIES),
+        "walk_seconds": seconds,
+        "seconds_per_bucket": max(0.0, (seconds[1] - seconds[0]) / (large - small)),
+    }
 
 
 def delete_seconds(m: BPFMap, key_size: int, n: int) -> float:
@@ -165,6 +190,9 @@ def measure_bpf(plan: Plan, progress: Progress | None = None) -> dict[str, Any]:
         if progress:
             progress("scaling", 1, len(plan.sizes))
     out["scaling"] = scaling
+    out["batch_buckets"] = bucket_seconds(key_size)
+    if progress:
+        progress("buckets", 1, 1)
     return out
 
 
@@ -190,6 +218,7 @@ def measure_nf_conntrack(entries: int, progress: Progress | None = None) -> dict
             counts.append(seconds)
         kernel_count, kernel_max = nfct.stats(name)
     return {
+        "netns": name,
         "entries": added,
         "kernel_count": kernel_count,
         "kernel_max": kernel_max,
@@ -208,6 +237,7 @@ def calibrate(plan: Plan, progress: Progress | None = None, nf_conntrack: bool =
         "per_entry_entries_per_s": bpf["per_entry"]["median"],
         "batch_entries_per_s": bpf["batch"]["4096"]["median"],
         "delete_seconds_per_entry": bpf["delete"]["seconds_per_entry"],
+        "batch_bucket_seconds": bpf["batch_buckets"]["seconds_per_bucket"],
         "bpf": bpf,
     }
     if nf_conntrack and plan.nf_entries > 0:

@@ -59,6 +59,7 @@ def scale(s: Scenario, time_scale: float, real_rate: float, delete_seconds: floa
         walk_rate=real_rate,
         rate_source=f"{s.rate_source} (emulation: {real_rate:,.0f} entries/s on this kernel)",
         delete_seconds=delete_seconds,
+        bucket_seconds=0.0,  # the emulation walks entry by entry, at the paced rate
         churn=ChurnSchedule(((0.0, float("inf")),)),
         any_churn=ChurnSchedule(((0.0, float("inf")),)),
         time_scale=time_scale,

@@ -73,6 +73,7 @@ class Model:
             families=families,
             walk_rate=s.walk_rate,
             delete_seconds=s.delete_seconds,
+            bucket_seconds=s.bucket_seconds,
             regeneration_seconds=s.clock.regeneration,
             teardown_seconds=s.clock.teardown,
             cores=s.cores,
@@ -214,7 +215,16 @@ class Model:
             )
             for f in node.families
         ]
-        walks = [FamilyWalk(f.name, self.entries_at_start[f.name], s.walk_rate) for f in node.families]
+        walks = [
+            FamilyWalk(
+                f.name,
+                self.entries_at_start[f.name],
+                s.walk_rate,
+                tuple(m.max_entries for m in f.maps),
+                s.bucket_seconds,
+            )
+            for f in node.families
+        ]
         if self.ended_because == "horizon" and s.until_resolved:
             self.ended_because = "cap"
         return Result(

@@ -61,6 +61,7 @@ class Node:
     teardown_seconds: float  # containerd's deferred DEL, on the node's clock (Scenario.clock)
     cores: int
     time_scale: float = 1.0
+    bucket_seconds: float = 0.0  # a batched walk visits every bucket of the map
     counters: Counters = field(default_factory=Counters)
     endpoint_create: APILimiter = field(init=False)
     endpoint_delete: APILimiter = field(init=False)

@@ -41,14 +41,16 @@ def walk(
         if not lock.take_now():
             yield lock.request()
         start = env.now
-        if ctmap.feed is None and ctmap.present == 0:  # an empty map nobody fills: nothing to walk
+        if ctmap.feed is None and ctmap.present == 0 and not node.bucket_seconds:  # empty, per entry: no walk
             lock.record_hold(0.0)
             lock.release()
             continue
         ctmap.catch_up(start)
         present = ctmap.present
         expired = ctmap.expired(start) if collect_garbage else 0
-        duration = walk_seconds(present, node.walk_rate, expired, node.delete_seconds)
+        duration = walk_seconds(
+            present, node.walk_rate, expired, node.delete_seconds, ctmap.max_entries, node.bucket_seconds
+        )
         if duration > 0 and not advance(env, duration):
             yield env.timeout(duration)  # a simulation torn down here ends the walk holding the lock: no matter
         lock.record_hold(duration)
