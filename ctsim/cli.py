@@ -226,6 +226,12 @@ def plan(
     any_churn: Annotated[
         Str, typer.Option(metavar="RATE", help="New non-TCP flows (UDP, DNS) into the non-TCP map, as --churn.")
     ] = None,
+    ipv6_churn: Annotated[
+        Str, typer.Option(metavar="RATE", help="New IPv6 TCP connections: makes the node dual-stack.")
+    ] = None,
+    ipv6_any_churn: Annotated[
+        Str, typer.Option(metavar="RATE", help="New IPv6 non-TCP flows: makes the node dual-stack.")
+    ] = None,
     conn_duration: Annotated[Str, typer.Option(metavar="DURATION", help="How long each connection stays open.")] = None,
     burst: Annotated[str, typer.Option(metavar="COUNT", help="The largest pod burst to tolerate.")] = "50",
     deadline: Annotated[Str, typer.Option(metavar="DURATION", help="cilium-cni's API client timeout (90s).")] = None,
@@ -246,6 +252,8 @@ def plan(
         profile=profile,
         churn=churn,
         any_churn=any_churn,
+        ipv6_churn=ipv6_churn,
+        ipv6_any_churn=ipv6_any_churn,
         conn_duration=conn_duration,
         burst=burst,
         deadline=deadline,

@@ -112,6 +112,14 @@ SCENARIO_FLAGS: dict[str, tuple[Any, Any]] = {
         ],
         None,
     ),
+    "ipv6_churn": (
+        Annotated[Str, _opt("New TCP connections into cilium_ct6_global, as --churn (needs --ipv6-entries).", "RATE")],
+        None,
+    ),
+    "ipv6_any_churn": (
+        Annotated[Str, _opt("New non-TCP flows into cilium_ct_any6_global (needs --ipv6-entries).", "RATE")],
+        None,
+    ),
     "conn_duration": (Annotated[Str, _opt("How long each connection stays open (default: 30s).", "DURATION")], None),
     "deadline": (Annotated[Str, _opt("cilium-cni's API client timeout (default: 90s).", "DURATION")], None),
     "gc_interval": (

@@ -138,6 +138,8 @@ def render(r: Result, console: Terminal | None = None, mitigations: list[Mitigat
     inputs.append(("walk rate", f"{s.walk_rate:,.0f} entries/s{why('walk_rate')}"))
     churn = f"TCP {s.churn.describe()}{why('churn')}"
     churn += f", non-TCP {s.any_churn.describe()}{why('any_churn')}"
+    if s.ipv6_entries is not None:
+        churn += f"; IPv6 TCP {s.ipv6_churn.describe()}, non-TCP {s.ipv6_any_churn.describe()}"
     inputs.append(("churn", f"{churn}; each open {format_duration(s.conn_seconds)}{why('conn_duration')}"))
     inputs.append(("GC", _gc_line(r)))
     inputs.append(("burst", f"{s.pods} pods at t=0, CNI deadline {format_duration(s.deadline)}{why('deadline')}"))
@@ -229,6 +231,7 @@ def render_plan(doc: dict, console: Terminal | None = None) -> None:
     mem = doc["map_memory_bytes"] / 2**20
     console.print(
         f"CT maps: TCP {doc['max_entries']:,} + non-TCP {doc['any_max_entries']:,} entries "
+        f"{'per family, dual stack ' if i['ipv6_entries'] is not None else ''}"
         f"({i['max_entries_source']}); ~{mem:,.0f} MiB of keys and values"
     )
     a, f = doc["steady_state"]["adaptive"], doc["steady_state"]["fixed_60s"]

@@ -98,6 +98,8 @@ class Scenario:
     bucket_seconds: float = 0.0  # a batched walk's cost per bucket of a map's capacity (0: per-entry walks)
     ipv6_any_entries: int = 0
     any_churn: ChurnSchedule = field(default_factory=lambda: ChurnSchedule(((0.0, float("inf")),)))
+    ipv6_churn: ChurnSchedule = field(default_factory=lambda: ChurnSchedule(((0.0, float("inf")),)))
+    ipv6_any_churn: ChurnSchedule = field(default_factory=lambda: ChurnSchedule(((0.0, float("inf")),)))
     # meanProcessingDuration endpoint-create starts with: a warm agent's last creates (see _warm_limiter); 0: fresh
     create_mean_processing: float = 0.0
     until_resolved: bool = False  # no --horizon: the run ends when the burst is resolved (see ctsim.sim.model)
@@ -130,7 +132,7 @@ class Scenario:
 
     def to_dict(self) -> dict[str, object]:
         d = asdict(self)
-        for name in ("churn", "any_churn"):
+        for name in ("churn", "any_churn", "ipv6_churn", "ipv6_any_churn"):
             schedule: ChurnSchedule = getattr(self, name)
             d[name] = {
                 "schedule": schedule.describe(),
@@ -160,6 +162,8 @@ def resolve(
     rate: str | None = None,
     churn: str | None = None,
     any_churn: str | None = None,
+    ipv6_churn: str | None = None,
+    ipv6_any_churn: str | None = None,
     conn_duration: str | None = None,
     deadline: str | None = None,
     gc_interval: str = "auto",
@@ -237,6 +241,11 @@ def resolve(
     origin("churn", churn, from_preset)
     any_schedule = parse_churn(any_churn if any_churn is not None else p.any_churn, "--any-churn")
     origin("any_churn", any_churn, from_preset)
+    v6_schedules = []
+    for flag, value in (("--ipv6-churn", ipv6_churn), ("--ipv6-any-churn", ipv6_any_churn)):
+        if value is not None and v6_entries is None:
+            raise InputError(f"{flag}: give --ipv6-entries too (it makes the node dual-stack)")
+        v6_schedules.append(parse_churn(value if value is not None else "0/s", flag))
     conn_s = (
         parse_duration(conn_duration, "--conn-duration", maximum=MAX_HORIZON)
         if conn_duration is not None
@@ -302,6 +311,8 @@ def resolve(
         any_entries=n_any,
         ipv6_any_entries=v6_any,
         any_churn=any_schedule,
+        ipv6_churn=v6_schedules[0],
+        ipv6_any_churn=v6_schedules[1],
         create_mean_processing=mean,
         until_resolved=horizon is None,
         notes=tuple(notes),

@@ -165,3 +165,24 @@ def test_the_table_advised_for_a_burst_fits_it_with_the_bucket_term() -> None:
         return burst_seconds([w._replace(map_entries=tuple(e * s for e in w.map_entries)) for w in walks], 50)
 
     assert at(share) <= 88.0 < at(share * 1.001)
+
+
+def test_plan_takes_the_same_maps_non_tcp_and_dual_stack() -> None:
+    from ctsim.capacity import plan as planner
+
+    facts = planner.Facts(churn="30/s", any_churn="10/s", ipv6_churn="20/s", drift_horizon="1d", burst="5")
+    state = planner.steady_state(facts, "auto")
+    v4_tcp, v4_any, v6_tcp, v6_any = state.peak_maps
+    assert v4_tcp > 0 and v4_any > 0 and v6_tcp > 0 and v6_any == 0
+    assert sum(state.peak_maps) == state.peak_entries
+    burst = planner.burst_at(facts, state)
+    s = burst.scenario
+    assert (s.entries, s.any_entries, s.ipv6_entries, s.ipv6_any_entries) == state.peak_maps
+    assert len(burst.walks) == 2
+
+
+def test_ipv6_churn_fills_the_ipv6_maps() -> None:
+    r = run(entries="0", ipv6_entries="0", churn="0/s", ipv6_churn="10/s", pods="1", horizon="10m")
+    assert r.families[0].entries_at_end == 0 and r.families[1].entries_at_end > 0
+    with pytest.raises(InputError, match="--ipv6-churn: give --ipv6-entries"):
+        resolve(ipv6_churn="10/s")

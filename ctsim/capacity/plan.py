@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ctsim.defaults import CONNTRACK_GC_MAX_LRU_INTERVAL
-from ctsim.projection import FamilyWalk, max_entries_for_burst, safe_burst
+from ctsim.projection import FamilyWalk, max_entries_for_burst, safe_burst, scrub_seconds
 from ctsim.quantity import parse_count, parse_duration
 from ctsim.scenario import MAX_HORIZON, Scenario, resolve
 from ctsim.sim.model import Model, simulate
@@ -36,6 +36,8 @@ class Facts:
     profile: str = "cilium-1.16"
     churn: str = "30/s"
     any_churn: str | None = None
+    ipv6_churn: str | None = None  # either IPv6 churn makes the node dual-stack
+    ipv6_any_churn: str | None = None
     conn_duration: str | None = None
     burst: str = "50"
     deadline: str | None = None
@@ -54,6 +56,8 @@ class Facts:
             "profile": self.profile,
             "churn": self.churn,
             "any_churn": self.any_churn,
+            "ipv6_churn": self.ipv6_churn,
+            "ipv6_any_churn": self.ipv6_any_churn,
             "conn_duration": self.conn_duration,
             "pods": self.burst,
             "deadline": self.deadline,
@@ -61,15 +65,21 @@ class Facts:
             "calibration": self.calibration,
             "seed": self.seed,
         }
+        if self.dual_stack:
+            flags["ipv6_entries"] = "0"
         flags.update(override)
         return flags
+
+    @property
+    def dual_stack(self) -> bool:
+        return self.ipv6_churn is not None or self.ipv6_any_churn is not None
 
 
 @dataclass(frozen=True)
 class SteadyState:
     gc: str
-    peak_entries: int  # both maps
-    peak_any_entries: int  # the non-TCP map's share of it
+    peak_entries: int  # every map
+    peak_maps: tuple[int, ...]  # each map's share of it: IPv4 TCP, non-TCP, then IPv6's when dual-stack
     peak_expired: int
     drift_to_cap_s: float | None
     final_interval_s: float | None
@@ -78,7 +88,7 @@ class SteadyState:
         return {
             "gc": self.gc,
             "peak_entries": self.peak_entries,
-            "peak_any_entries": self.peak_any_entries,
+            "peak_maps": list(self.peak_maps),
             "peak_expired": self.peak_expired,
             "drift_to_cap_s": self.drift_to_cap_s,
             "final_interval_s": self.final_interval_s,
@@ -103,7 +113,7 @@ def steady_state(facts: Facts, gc_interval: str, **override: Any) -> SteadyState
     return SteadyState(
         gc=gc_interval,
         peak_entries=present,
-        peak_any_entries=model.trace_any[at],
+        peak_maps=model.trace_maps[at],
         peak_expired=expired,
         drift_to_cap_s=capped,
         final_interval_s=result.gc.intervals[-1] if result.gc.intervals else None,
@@ -113,12 +123,8 @@ def steady_state(facts: Facts, gc_interval: str, **override: Any) -> SteadyState
 def burst_at(facts: Facts, state: SteadyState, burst: int | None = None, **override: Any) -> Result:
     """The burst arriving when the table is at its peak."""
     expired = state.peak_expired / state.peak_entries if state.peak_entries else 0.0
-    flags = facts.flags(
-        entries=str(state.peak_entries - state.peak_any_entries),
-        any_entries=str(state.peak_any_entries),
-        expired_fraction=f"{expired:.6f}",
-        **override,
-    )
+    maps = dict(zip(("entries", "any_entries", "ipv6_entries", "ipv6_any_entries"), state.peak_maps, strict=False))
+    flags = facts.flags(**{k: str(v) for k, v in maps.items()}, expired_fraction=f"{expired:.6f}", **override)
     if burst is not None:
         flags["pods"] = str(burst)
     if state.gc != "auto":
@@ -182,17 +188,12 @@ def plan(facts: Facts) -> dict[str, Any]:
     overhead = base.regeneration_seconds
     adaptive = steady_state(facts, "auto")
     fixed = steady_state(facts, "60s")
-    tcp_peak = adaptive.peak_entries - adaptive.peak_any_entries
+    capacities = [(base.max_entries, base.any_max_entries), (base.ipv6_max_entries, base.ipv6_any_max_entries)]
     peak = [
-        FamilyWalk(
-            "ipv4",
-            (tcp_peak, adaptive.peak_any_entries),
-            base.walk_rate,
-            (base.max_entries, base.any_max_entries),
-            base.bucket_seconds,
-        )
+        FamilyWalk(family, adaptive.peak_maps[2 * i : 2 * i + 2], base.walk_rate, capacities[i], base.bucket_seconds)
+        for i, family in enumerate(("ipv4", "ipv6")[: len(adaptive.peak_maps) // 2])
     ]
-    walk = peak[0].seconds
+    walk = scrub_seconds(peak)
     at_peak = burst_at(facts, adaptive)
     fits = safe_burst(peak, base.deadline, overhead)
 
@@ -236,7 +237,12 @@ def plan(facts: Facts) -> dict[str, Any]:
         "inputs": {**base.to_dict(), "drift_horizon": facts.drift_horizon},
         "max_entries": base.max_entries,
         "any_max_entries": base.any_max_entries,
-        "map_memory_bytes": CTMapSizes(base.max_entries, base.any_max_entries).memory_bytes(),
+        "map_memory_bytes": CTMapSizes(base.max_entries, base.any_max_entries).memory_bytes()
+        + (
+            CTMapSizes(base.ipv6_max_entries, base.ipv6_any_max_entries).memory_bytes(ipv6=True)
+            if facts.dual_stack
+            else 0
+        ),
         "steady_state": {"adaptive": adaptive.to_dict(), "fixed_60s": fixed.to_dict()},
         "walk_seconds": walk,
         "safe_burst": fits,

@@ -90,20 +90,21 @@ class Model:
         # One family: its walk is the pass (the same steps, one generator fewer on every pass).
         walk_pass = partial(walk, self.node, family, collect_garbage=True) if len(families) == 1 else self._gc_pass
         env.process(run_gc(env, walk_pass, policy, s.gc_first_pass, self.gc, k))
-        for ctmap, schedule, close in (
-            (tcp, s.churn, CT_TIMEOUT_TCP_FIN),
-            (family.maps[1], s.any_churn, CT_TIMEOUT_ANY),
-        ):
+        feeds = [(tcp, s.churn, CT_TIMEOUT_TCP_FIN), (family.maps[1], s.any_churn, CT_TIMEOUT_ANY)]
+        if len(families) > 1:
+            v6 = families[1].maps
+            feeds += [(v6[0], s.ipv6_churn, CT_TIMEOUT_TCP_FIN), (v6[1], s.ipv6_any_churn, CT_TIMEOUT_ANY)]
+        for ctmap, schedule, close in feeds:
             if schedule.peak > 0:
                 if k != 1.0:
                     raise ValueError("churn is not modelled on a scaled clock")
                 ctmap.feed = ConnectionChurn(
                     ctmap, schedule, s.conn_seconds, until=s.horizon, close_timeout=close
                 ).catch_up
-        self.trace: list[tuple[float, int, int]] = []
-        self.trace_any: list[int] = []  # the non-TCP map's present entries at each sample
+        self.trace: list[tuple[float, int, int]] = []  # (t, present, expired) over every map
+        self.trace_maps: list[tuple[int, ...]] = []  # present per map at each sample: IPv4 TCP, non-TCP, IPv6 ...
         if self.trace_every:
-            env.process(self._sample(family, self.trace_every / k))
+            env.process(self._sample(self.trace_every / k))
         self.pods = [new_pod(i, s.pods, s.seed, s.clock.pod_start_spread) for i in range(s.pods)]
         self.node.unready = s.pods
         self.ended_because = "horizon"
@@ -156,16 +157,18 @@ class Model:
             walked, deleted, ratio = walked + w, deleted + d, max(ratio, r)
         return walked, deleted, ratio
 
-    def _sample(self, family: Family, every: float) -> Generator[simpy.Event, None, None]:
+    def _sample(self, every: float) -> Generator[simpy.Event, None, None]:
         # A churn tick at the instant of a sample was scheduled a tick earlier; the sample's timer
         # `every` earlier: the tick goes first when every <= TICK_SECONDS (at equal, it started first).
         tick_first = every <= TICK_SECONDS
         while True:
             now = self.env.now
-            for m in family.maps:
+            maps = [m for family in self.node.families for m in family.maps]
+            for m in maps:
                 m.catch_up(now, inclusive=tick_first)
-            self.trace.append((now, family.present, sum(m.expired(now) for m in family.maps)))
-            self.trace_any.append(family.maps[1].present)
+            present = tuple(m.present for m in maps)
+            self.trace.append((now, sum(present), sum(m.expired(now) for m in maps)))
+            self.trace_maps.append(present)
             if not advance(self.env, every):  # its own timer wakes it alone
                 yield self.env.timeout(every)
 
