@@ -58,6 +58,19 @@ _MAX_LRU_NS = to_duration(CONNTRACK_GC_MAX_LRU_INTERVAL)
 _STARTING_NS = to_duration(CONNTRACK_GC_STARTING_INTERVAL)
 
 
+class _Duration:
+    """A duration attribute kept as Go keeps it (``time.Duration``, integer ns), read and set in seconds."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.slot = f"_{name}_ns"
+
+    def __get__(self, obj: object, owner: type | None = None) -> float:
+        return getattr(obj, self.slot) / _NS
+
+    def __set__(self, obj: object, seconds: float) -> None:
+        setattr(obj, self.slot, to_duration(seconds))
+
+
 class GCPolicy:
     """``GetInterval`` with its ``cachedGCInterval``; the agent's GC flags, given in seconds.
 
@@ -70,34 +83,13 @@ class GCPolicy:
     see the numbers Go sees, and a month-long interval stays exact.
     """
 
-    __slots__ = ("_cached_ns", "_fixed_ns", "_max_ns")
+    __slots__ = ("_cached_interval_ns", "_fixed_interval_ns", "_max_interval_ns")
+    fixed_interval = _Duration()
+    max_interval = _Duration()
+    cached_interval = _Duration()
 
     def __init__(self, fixed_interval: float = 0.0, max_interval: float = 0.0, cached_interval: float = 0.0) -> None:
         self.fixed_interval, self.max_interval, self.cached_interval = fixed_interval, max_interval, cached_interval
-
-    @property
-    def fixed_interval(self) -> float:
-        return self._fixed_ns / _NS
-
-    @fixed_interval.setter
-    def fixed_interval(self, seconds: float) -> None:
-        self._fixed_ns = to_duration(seconds)
-
-    @property
-    def max_interval(self) -> float:
-        return self._max_ns / _NS
-
-    @max_interval.setter
-    def max_interval(self, seconds: float) -> None:
-        self._max_ns = to_duration(seconds)
-
-    @property
-    def cached_interval(self) -> float:
-        return self._cached_ns / _NS
-
-    @cached_interval.setter
-    def cached_interval(self, seconds: float) -> None:
-        self._cached_ns = to_duration(seconds)
 
     def get_interval(self, actual_prev: float, max_delete_ratio: float) -> float:
         """``GetInterval``: the next interval (seconds) from the pass that just ran.
@@ -106,9 +98,9 @@ class GCPolicy:
         first pass). An early pass (signal-triggered) scales the ratio up by
         expected/actual, but only once the cache holds an interval.
         """
-        if self._fixed_ns > 0:
-            return self._fixed_ns / _NS
-        expected, ratio = self._cached_ns, max_delete_ratio
+        if self._fixed_interval_ns > 0:
+            return self._fixed_interval_ns / _NS
+        expected, ratio = self._cached_interval_ns, max_delete_ratio
         actual = to_duration(actual_prev)
         if expected == 0:
             expected = _STARTING_NS
@@ -116,9 +108,9 @@ class GCPolicy:
             ratio *= float(expected) / float(actual)
         interval = _calculate_interval_ns(expected, ratio)
         if ratio != 0.0:
-            self._cached_ns = interval
-        if self._max_ns > 0 and interval > self._max_ns:
-            interval = self._max_ns
+            self._cached_interval_ns = interval
+        if self._max_interval_ns > 0 and interval > self._max_interval_ns:
+            interval = self._max_interval_ns
         return interval / _NS
 
 
