@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from ctsim.floats import left_sum
 from ctsim.quantity import format_duration, parse_duration
 from ctsim.scenario import Scenario, resolve
 from ctsim.sim.model import simulate
@@ -53,7 +54,7 @@ def _gc_cost(r: Result) -> str:
     first = passes[0]
     later = passes[1:]
     span = r.ended_at - first.end
-    share = sum(p.end - p.start for p in later) / span if later and span > 0 else 0.0
+    share = left_sum(p.end - p.start for p in later) / span if later and span > 0 else 0.0
     return f"GC: a first pass of {format_duration(first.end - first.start)}, then {share:.1%} of one core"
 
 
