@@ -252,6 +252,8 @@ def resolve(
         else DEFAULT_CONN_SECONDS
     )
     origin("conn_duration", conn_duration, "default")
+    if conn_duration is not None and all(c.peak == 0 for c in (schedule, any_schedule, *v6_schedules)):
+        notes.append("--conn-duration has no effect: no churn opens connections in this run")
     deadline_s = (
         parse_duration(deadline, "--deadline", minimum=1.0, maximum=MAX_DEADLINE)
         if deadline is not None
@@ -543,6 +545,9 @@ def _gc_start(
         notes.append("GC starts drifted: interval 12h, next pass in 6h (--agent-state fresh: a just-started agent)")
     if fixed:
         initial = fixed
+        for flag, value in (("--gc-initial-interval", gc_initial_interval), ("--gc-max-interval", gc_max_interval)):
+            if value is not None:
+                notes.append(f"{flag} has no effect: a fixed --gc-interval is every interval (GetInterval returns it)")
     if gc_next_pass is not None:
         first_pass = parse_duration(gc_next_pass, "--gc-next-pass", allow_zero=True, maximum=MAX_HORIZON)
     if initial == CONNTRACK_GC_STARTING_INTERVAL and first_pass == 0.0:

@@ -186,3 +186,11 @@ def test_ipv6_churn_fills_the_ipv6_maps() -> None:
     assert r.families[0].entries_at_end == 0 and r.families[1].entries_at_end > 0
     with pytest.raises(InputError, match="--ipv6-churn: give --ipv6-entries"):
         resolve(ipv6_churn="10/s")
+
+
+def test_a_flag_with_no_effect_is_said() -> None:
+    fixed = resolve(gc_interval="60s", gc_max_interval="1h", gc_initial_interval="5m")
+    assert sum("has no effect" in n for n in fixed.notes) == 2
+    quiet = resolve(churn="0/s", conn_duration="5m")
+    assert any("--conn-duration has no effect" in n for n in quiet.notes)
+    assert not any("no effect" in n for n in resolve(churn="10/s", conn_duration="5m").notes)
