@@ -209,18 +209,20 @@ def resolve(
     if n_entries is None:
         n_entries, origins["entries"] = _preset_share(p, tcp_max, cap.preset_tcp)
     else:
+        given = n_entries
         n_entries, tcp_max, capacity_origin = _fill(
             "--entries", n_entries, tcp_max, capacity_origin, user_sized, "TCP", notes
         )
-        origins["entries"] = "given"
+        origins["entries"] = "given" if n_entries == given else "given, clamped to the map"
     if n_any is None:
         n_any = min(p.any_entries, any_max)
         origins["any_entries"] = f"{from_preset}: {p.any_assumption}"
     else:
+        given = n_any
         n_any, any_max, capacity_origin = _fill(
             "--any-entries", n_any, any_max, capacity_origin, user_sized, "non-TCP", notes
         )
-        origins["any_entries"] = "given"
+        origins["any_entries"] = "given" if n_any == given else "given, clamped to the map"
     origins["capacity"] = capacity_origin
     v6 = _ipv6_maps(ipv6_entries, ipv6_any_entries, ipv6_max_entries, tcp_max, any_max, user_sized, notes)
     v6_entries, v6_any, v6_tcp_max, v6_any_max = v6
@@ -394,12 +396,8 @@ def _capacity(
     else:
         if node_memory is not None:
             notes.append("--node-memory sizes nothing: --map-ratio 0 turns dynamic sizing off (static map sizes)")
-        static_from_user = map_ratio is not None
-        tcp = CT_MAP_ENTRIES_GLOBAL_TCP_DEFAULT if static_from_user else _static_tcp(p)
-        any_ = CT_MAP_ENTRIES_GLOBAL_ANY_DEFAULT
-        origin = (
-            "default: Cilium's static sizes (--map-ratio 0)" if static_from_user else f"{from_preset}: static sizes"
-        )
+        tcp, any_ = _static_tcp(p), CT_MAP_ENTRIES_GLOBAL_ANY_DEFAULT  # the preset's static limit, if it has one
+        origin = f"{from_preset}: static sizes" if p.ct_tcp_max else "default: Cilium's static sizes"
     if max_entries is not None:
         tcp = parse_count(max_entries, "--max-entries", minimum=1)
         if tcp > LIMIT_TABLE_MAX:

@@ -40,14 +40,15 @@ def test_a_static_preset_sizes_a_given_memory_with_helms_ratio_and_says_so() -> 
     assert any("Helm chart's default" in n for n in s.notes)
     # The preset's share of its own 262,144-entry map, on the sized one.
     assert s.entries == round(250_000 / 262_144 * s.max_entries)
-    off = resolve(preset="standard", node_memory="64Gi", map_ratio="0")
-    assert off.max_entries == 524_288 and any("sizes nothing" in n for n in off.notes)
+    off = resolve(preset="standard", node_memory="64Gi", map_ratio="0")  # static: the preset's own limit
+    assert off.max_entries == 262_144 and any("sizes nothing" in n for n in off.notes)
+    assert resolve(node_memory="64Gi", map_ratio="0").max_entries == 524_288  # analytics has none: Cilium's
 
 
 def test_entries_beyond_a_sized_map_are_clamped_and_beyond_a_preset_map_raise_it() -> None:
     sized = resolve(node_memory="64Gi", entries="2M")
     assert sized.entries == sized.max_entries == 1_205_604
-    assert any("clamped" in n for n in sized.notes)
+    assert any("clamped" in n for n in sized.notes) and sized.origin("entries") == "given, clamped to the map"
     preset = resolve(preset="standard", entries="1M")
     assert preset.entries == preset.max_entries == 1_000_000
     assert "raised" in preset.origin("capacity")
