@@ -21,7 +21,7 @@ from ctsim.sim.lock import GlobalDeleteLock
 from ctsim.sim.node import Family, Node
 from ctsim.sim.parking import Parking
 from ctsim.sim.pod import Pod, new_pod
-from ctsim.sim.result import Advice, FamilyResult, LimiterEnd, Result, verdict
+from ctsim.sim.result import STALL, Advice, FamilyResult, LimiterEnd, Result, verdict
 from ctsim.sim.walk import walk
 
 
@@ -232,8 +232,8 @@ class Model:
             self.ended_because = "cap"
         return Result(
             scenario=s,
-            verdict=verdict(self.pods, self.gc.passes, now * s.time_scale),
-            ended_at=now * s.time_scale,
+            verdict=verdict(self.pods, self.gc.passes, now, STALL / s.time_scale),
+            ended_at=now,
             ended_because=self.ended_because,
             families=families,
             walks=walks,

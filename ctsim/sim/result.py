@@ -47,8 +47,10 @@ class Stall:
         self.since, self.until, self.ended_by = since, until, ended_by  # until None: it had not ended
 
 
-def stall(pods: list[Pod], passes: list[GCPass], end: float) -> Stall | None:
-    """The burst's longest stall of at least ``STALL`` seconds up to ``end`` (None: it kept draining).
+def stall(pods: list[Pod], passes: list[GCPass], end: float, at_least: float = STALL) -> Stall | None:
+    """The burst's longest stall of ``at_least`` seconds (``STALL`` on the node's clock) up to ``end``.
+
+    None: it kept draining. Times are the run's clock, as the pods' are.
 
     A closed stall is ended by the last GC pass that deleted entries and
     started within it, when there is one: the outside event that let the
@@ -59,10 +61,14 @@ def stall(pods: list[Pod], passes: list[GCPass], end: float) -> Stall | None:
     ready = sorted(p.ready_at for p in pods if p.ready_at is not None)
     since, longest = 0.0, None
     for at in ready:
-        if at - since >= STALL and (longest is None or at - since > longest[1] - longest[0]):
+        if at - since >= at_least and (longest is None or at - since > longest[1] - longest[0]):
             longest = (since, at)
         since = at
-    if len(ready) < len(pods) and end - since >= STALL and (longest is None or end - since > longest[1] - longest[0]):
+    if (
+        len(ready) < len(pods)
+        and end - since >= at_least
+        and (longest is None or end - since > longest[1] - longest[0])
+    ):
         return Stall(since, None, None)
     if longest is None:
         return None
@@ -71,7 +77,7 @@ def stall(pods: list[Pod], passes: list[GCPass], end: float) -> Stall | None:
     return Stall(a, b, ended_by)
 
 
-def verdict(pods: list[Pod], passes: list[GCPass] | None = None, end: float = 0.0) -> Verdict:
+def verdict(pods: list[Pod], passes: list[GCPass] | None = None, end: float = 0.0, at_least: float = STALL) -> Verdict:
     """ok / degraded when every pod is Ready on its own; unfinished while some pod's first attempt has not ended.
 
     A burst that every pod survived only because a GC pass ended its stall is
@@ -80,7 +86,7 @@ def verdict(pods: list[Pod], passes: list[GCPass] | None = None, end: float = 0.
     if all(p.ready for p in pods):
         if all(p.attempts == 1 for p in pods):
             return Verdict.OK
-        stalled = stall(pods, passes or [], end)
+        stalled = stall(pods, passes or [], end, at_least)
         return Verdict.COLLAPSE if stalled is not None and stalled.ended_by is not None else Verdict.DEGRADED
     if any(not p.ready and not p.failures for p in pods):
         return Verdict.UNFINISHED
@@ -182,13 +188,13 @@ class Result:
     gc: GCHistory
     limiter_end: LimiterEnd
     advice: Advice
-    ended_at: float = 0.0  # node seconds
+    ended_at: float = 0.0  # on the run's clock, as every time here (the node's, for ctsim run)
     ended_because: str = "horizon"  # horizon (--horizon), resolved (all Ready), settled (1 h after a GC pass), cap
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def stall(self) -> Stall | None:
-        return stall(self.pods, self.gc.passes, self.ended_at)
+        return stall(self.pods, self.gc.passes, self.ended_at, STALL / self.scenario.time_scale)
 
     @property
     def walk_seconds(self) -> float:
