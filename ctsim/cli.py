@@ -52,12 +52,29 @@ def run(
     plot: Annotated[
         Str, typer.Option(metavar="FILE.png", help="Also draw table size and GC interval over time to this PNG.")
     ] = None,
+    replications: Annotated[
+        int,
+        typer.Option(
+            metavar="R",
+            min=1,
+            max=10_000,
+            help="Also run R independent seeds drawn from --seed: each verdict's share with a 95 % interval.",
+        ),
+    ] = 1,
+    scheduler: Annotated[
+        Str, typer.Option(metavar="ADDRESS", help="Run the replications on this Dask scheduler (tcp://host:8786).")
+    ] = None,
 ) -> None:
     """Simulate a burst of pods on a node whose CT maps hold ENTRIES entries."""
     from ctsim.sim.model import Model
 
     if plot is not None:
         _check_plot(plot, "--plot")
+    from ctsim.capacity.pool import check_scheduler
+
+    check_scheduler(scheduler)
+    if scheduler is not None and replications == 1:
+        raise InputError("--scheduler: give --replications too (one run is not worth a cluster)")
     model = Model(scenario, trace_every=scenario.horizon / 600 if plot else None)
     result = _with_progress(lambda progress: model.run(progress=progress)) if _long(scenario) else model.run()
     if plot:
@@ -69,14 +86,33 @@ def run(
         from ctsim.capacity.mitigations import simulate_mitigations
 
         mitigations = simulate_mitigations(scenario)
+    replicated = None
+    if replications > 1:
+        from ctsim.capacity import replications as mc
+
+        def work(progress):  # type: ignore[no-untyped-def]
+            return mc.replicate(
+                dict(scenario.flags),
+                scenario.seed,
+                replications,
+                scheduler=scheduler,
+                progress=lambda done, total: progress("replications", 1, total),
+            )
+
+        rows = _with_progress(work)
+        replicated = {"seeds": mc.seeds(scenario.seed, replications), "summary": mc.summary(rows), "rows": rows}
     if as_json:
         doc = result.to_dict()
         doc["advice"]["mitigations"] = [m.to_dict() for m in mitigations]
+        if replicated is not None:
+            doc["replications"] = replicated
         _print_json(doc)
         return
-    from ctsim.report import render
+    from ctsim.report import render, render_replications
 
     render(result, mitigations=mitigations)
+    if replicated is not None:
+        render_replications(replicated["summary"], scenario.seed)
 
 
 @app.command(short_help="Run the scenario scaled down on the real kernel beside the model (root).")
@@ -158,10 +194,15 @@ def sweep(
     value: Annotated[
         str, typer.Option(metavar="OUTPUT", help="Heatmap colour: a row output.")
     ] = "ready_first_attempt_fraction",
+    scheduler: Annotated[
+        Str, typer.Option(metavar="ADDRESS", help="Run the points on this Dask scheduler (tcp://host:8786).")
+    ] = None,
 ) -> None:
     """Run the model over a grid of scenarios (the other flags are the base of every point)."""
     from ctsim.capacity import sweep as sw
+    from ctsim.capacity.pool import check_scheduler
 
+    check_scheduler(scheduler)
     base = dict(scenario.flags)
     axes: dict[str, list[str]] = {}
     if grid_file:
@@ -188,7 +229,9 @@ def sweep(
         _check_plot(heatmap, "--heatmap")
 
     def work(progress):  # type: ignore[no-untyped-def]
-        return sw.sweep(base, axes, processes or None, lambda done, total: progress("sweep", 1, total))
+        return sw.sweep(
+            base, axes, processes or None, lambda done, total: progress("sweep", 1, total), scheduler=scheduler
+        )
 
     start = time.perf_counter()
     rows = _with_progress(work)

@@ -223,6 +223,31 @@ def render(r: Result, console: Terminal | None = None, mitigations: list[Mitigat
             console.print("Also simulated: " + "; ".join(describe(m) for m in rest) + ".")
 
 
+def render_replications(summary: dict, seed: int, console: Terminal | None = None) -> None:
+    """One paragraph: each verdict's share with its 95 % interval, and the spread of what the runs measured."""
+    console = console or Terminal()
+    n = summary["replications"]
+    shares = "; ".join(
+        f"{v} in {s['count']:,}/{n:,} replications (95 % CI {s['ci95'][0]:.1%}–{s['ci95'][1]:.1%})"
+        for v, s in summary["verdicts"].items()
+    )
+    console.print()
+    console.print(f"Replications ({n:,} seeds drawn from --seed {seed}): {shares}.")
+    q = summary["quantiles"]
+    spread = []
+    for name, label, show in (
+        ("all_ready_s", "all Ready by", _s),
+        ("add_attempts", "ADD attempts", lambda v: "—" if v is None else f"{v:,.0f}"),
+        ("orphaned_walk_s", "orphaned walk time", _s),
+    ):
+        m = q[name]
+        if m["replications"]:
+            ready = f" ({m['replications']:,} of {n:,} runs)" if m["replications"] < n else ""
+            spread.append(f"{label} p50 {show(m['p50'])}, p5–p95 {show(m['p5'])}–{show(m['p95'])}{ready}")
+    if spread:
+        console.print("Across them: " + "; ".join(spread) + ".")
+
+
 def render_plan(doc: dict, console: Terminal | None = None) -> None:
     """The capacity answers, then each mitigation with what the model says it does."""
     console = console or Terminal()

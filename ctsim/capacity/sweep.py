@@ -12,14 +12,12 @@ import inspect
 import io
 import itertools
 import json
-import multiprocessing
-import os
 import shlex
-import signal
 import tomllib
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from ctsim.capacity.pool import run_all
 from ctsim.errors import InputError
 from ctsim.files import read_text, write_atomic
 from ctsim.scenario import resolve
@@ -165,6 +163,8 @@ def run_point(flags: dict[str, Any]) -> Row:
         "latency_p50_s": lat["p50"],
         "latency_p90_s": lat["p90"],
         "latency_max_s": lat["max"],
+        "recovered_at_s": result.recovered_at,
+        "add_attempts": c.add_attempts,
         "add_timeouts": c.add_timeouts,
         "add_429": c.add_429,
         "orphaned_walk_seconds": c.orphaned_walk_seconds,
@@ -180,8 +180,9 @@ def sweep(
     axes: dict[str, list[str]],
     processes: int | None = None,
     progress: Callable[[int, int], None] | None = None,
+    scheduler: str | None = None,
 ) -> list[Row]:
-    """Every grid point over ``processes`` worker processes; rows in grid order."""
+    """Every grid point over ``processes`` worker processes (or a Dask ``scheduler``); rows in grid order."""
     size = 1
     for values in axes.values():
         size *= len(values)
@@ -190,27 +191,7 @@ def sweep(
     grid = [{**base, **p} for p in points(axes)]
     for flags in grid:
         resolve(**flags)  # bad input fails here, in one line, before any worker starts
-    n = processes or os.cpu_count() or 1
-    rows: list[Row] = []
-    if n == 1 or len(grid) == 1:
-        for flags in grid:
-            rows.append(run_point(flags))
-            if progress:
-                progress(len(rows), len(grid))
-        return rows
-    with multiprocessing.get_context("fork").Pool(n, initializer=_worker_init) as pool:
-        # One point at a time: a collapse costs several times what its neighbours do, and a chunk of them
-        # at the end of a grid keeps one worker busy while the other waits. A row's trip costs ~0.1 ms.
-        for row in pool.imap(run_point, grid):
-            rows.append(row)
-            if progress:
-                progress(len(rows), len(grid))
-    return rows
-
-
-def _worker_init() -> None:
-    """Ctrl-C is the parent's to handle: workers die quietly when it ends the pool."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    return run_all(run_point, grid, processes, scheduler, progress)
 
 
 def write_csv(rows: Iterable[Row], path: str) -> None:

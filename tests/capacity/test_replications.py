@@ -1,0 +1,124 @@
+"""Monte Carlo replications with their intervals, and runs on a real Dask cluster (issue "Performance III")."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+
+from ctsim.capacity import replications as mc
+from ctsim.capacity import sweep as sw
+from ctsim.scenario import resolve
+from tests.ctwatch.env import free_port
+
+
+def test_wilson_is_the_score_interval() -> None:
+    low, high = mc.wilson(200, 200)
+    assert high == 1.0 and low == pytest.approx(0.9812, abs=1e-4)  # "collapse in 200/200 (98.1-100 %)"
+    assert mc.wilson(0, 10) == (0.0, pytest.approx(0.2775, abs=1e-4))
+    a, b = mc.wilson(3, 10)
+    c, d = mc.wilson(7, 10)
+    assert (a, b) == (pytest.approx(1 - d), pytest.approx(1 - c))  # symmetric in k and n - k
+    assert a < 0.3 < b
+
+
+def test_seeds_are_reproducible_and_distinct() -> None:
+    assert mc.seeds(1, 50) == mc.seeds(1, 50)
+    assert len(set(mc.seeds(1, 1000))) == 1000
+    assert mc.seeds(1, 5) != mc.seeds(2, 5)
+    assert mc.seeds(1, 5) == mc.seeds(1, 8)[:5]  # more replications extend, never reshuffle, the first
+
+
+def test_a_coin_flip_burst_reports_both_verdicts_with_intervals() -> None:
+    s = resolve(entries="4Mi", pods="50")
+    rows = mc.replicate(dict(s.flags), s.seed, 12, processes=2)
+    assert rows == mc.replicate(dict(s.flags), s.seed, 12, processes=1)  # the pool changes nothing
+    summary = mc.summary(rows)
+    shares = summary["verdicts"]
+    assert sum(v["count"] for v in shares.values()) == 12
+    for v in shares.values():
+        assert v["ci95"][0] <= v["share"] <= v["ci95"][1]
+    q = summary["quantiles"]["add_attempts"]
+    assert q["p5"] <= q["p50"] <= q["p95"]
+
+
+@contextmanager
+def dask_cluster() -> Iterator[str]:
+    """A real scheduler and one worker process on free loopback ports; both process groups killed after."""
+    pytest.importorskip("distributed", reason="the ctsim[dask] extra is not installed")
+    port = free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    dask = [sys.executable, "-m", "distributed.cli.dask_scheduler"]
+    procs = [
+        subprocess.Popen(
+            [*dask, "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        ),
+        subprocess.Popen(
+            [sys.executable, "-m", "distributed.cli.dask_worker", address, "--nworkers", "1", "--nthreads", "1",
+             "--no-dashboard", "--host", "127.0.0.1"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        ),
+    ]  # fmt: skip
+    try:
+        from distributed import Client
+
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with Client(address, timeout=5) as client:
+                    if client.scheduler_info()["workers"]:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail("the Dask worker never joined its scheduler")
+            time.sleep(0.5)
+        yield address
+    finally:
+        for p in procs:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+
+
+def test_sweeps_and_replications_on_dask_are_the_local_runs() -> None:
+    base = dict(resolve(entries="1M", pods="5", horizon="10m").flags)
+    axes = {"pods": ["1", "8"], "entries": ["1M", "7M"]}
+    local = sw.sweep(base, axes, processes=1)
+    with dask_cluster() as address:
+        assert sw.sweep(base, axes, scheduler=address) == local
+        assert mc.replicate(base, 7, 4, scheduler=address) == mc.replicate(base, 7, 4, processes=1)
+        p = subprocess.run(
+            [sys.executable, "-m", "ctsim", "run", "--entries", "1M", "--pods", "5", "--horizon", "10m",
+             "--replications", "3", "--scheduler", address, "--json"],
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    assert len(doc["replications"]["rows"]) == 3 and doc["replications"]["seeds"] == mc.seeds(1, 3)
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--replications", "2", "--scheduler", "tcp://127.0.0.1:1"], "--scheduler: cannot reach"),
+        (["--scheduler", "tcp://127.0.0.1:1"], "--scheduler: give --replications too"),
+        (["--replications", "0"], "--replications"),
+    ],
+)
+def test_bad_cluster_input_is_one_line(args: list[str], says: str) -> None:
+    pytest.importorskip("distributed", reason="the ctsim[dask] extra is not installed")
+    p = subprocess.run(
+        [sys.executable, "-m", "ctsim", "run", "--entries", "1M", "--pods", "2", "--horizon", "1m", *args],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert p.returncode == 2, p.stderr
+    assert says in p.stderr and "Traceback" not in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1, p.stderr
