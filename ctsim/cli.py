@@ -282,6 +282,13 @@ def plan(
     calibration: Annotated[Str, typer.Option(metavar="FILE", help="Walk rates from `ctsim calibrate`.")] = None,
     drift_horizon: Annotated[str, typer.Option(metavar="DURATION", help="How long to let the table grow.")] = "4d",
     seed: Annotated[int, typer.Option(metavar="INT", help="Random seed.")] = 1,
+    replications: Annotated[
+        int,
+        typer.Option(
+            metavar="R",
+            help="Seeds per candidate burst: the smallest collapsing burst is the first to collapse in half of them.",
+        ),
+    ] = 1,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
 ) -> None:
     """Size a node: CT maps, steady-state table, walk time, safe burst, and simulated mitigations."""
@@ -304,6 +311,7 @@ def plan(
         calibration=calibration,
         drift_horizon=drift_horizon,
         seed=seed,
+        replications=replications,
     )
     doc = planner.plan(facts)
     if as_json:

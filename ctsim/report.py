@@ -285,10 +285,12 @@ def render_plan(doc: dict, console: Terminal | None = None) -> None:
         f"{burst['add_timeouts']} ADD timeouts, {burst['add_429']} HTTP 429)"
     )
     collapse = doc["collapse"]["smallest_burst"]
+    r = doc["collapse"].get("replications", 1)
+    half = f" in at least half of {r} seeds" if r > 1 else ""
     console.print(
-        "No burst of up to 400 pods collapses the node at the peak."
+        f"No burst of up to 400 pods collapses the node at the peak{half}."
         if collapse is None
-        else f"The node collapses from a burst of {collapse} pods at the peak table."
+        else f"The node collapses from a burst of {collapse} pods at the peak table{half}."
     )
     console.print()
     console.print("Mitigations (each simulated at the table it leads to):")

@@ -122,3 +122,19 @@ def test_bad_cluster_input_is_one_line(args: list[str], says: str) -> None:
     assert p.returncode == 2, p.stderr
     assert says in p.stderr and "Traceback" not in p.stderr
     assert len(p.stderr.strip().splitlines()) == 1, p.stderr
+
+
+def test_plans_collapse_search_takes_the_first_burst_that_collapses_in_half_the_seeds() -> None:
+    from ctsim.capacity import plan as planner
+
+    facts = planner.Facts(
+        node_memory="512Gi", map_ratio="0.005", churn="50000/min", drift_horizon="1d", burst="20", replications=4
+    )
+    state = planner.steady_state(facts, "auto")
+    n = planner.smallest_collapsing_burst(facts, state, 1)
+    assert n is not None
+    assert planner.collapse_share(facts, state, n) >= 0.5
+    if n > 1:
+        assert planner.collapse_share(facts, state, n - 1) < 0.5
+    one = planner.Facts(**{**facts.__dict__, "replications": 1})
+    assert planner.collapse_share(one, state, n) in (0.0, 1.0)  # one seed: a verdict, not a share
