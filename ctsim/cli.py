@@ -197,6 +197,15 @@ def sweep(
     scheduler: Annotated[
         Str, typer.Option(metavar="ADDRESS", help="Run the points on this Dask scheduler (tcp://host:8786).")
     ] = None,
+    replications: Annotated[
+        int,
+        typer.Option(
+            metavar="R",
+            min=1,
+            max=10_000,
+            help="Run every point with R seeds drawn from --seed: each point's verdict shares with 95 % intervals.",
+        ),
+    ] = 1,
 ) -> None:
     """Run the model over a grid of scenarios (the other flags are the base of every point)."""
     from ctsim.capacity import sweep as sw
@@ -217,6 +226,8 @@ def sweep(
         raise InputError("sweep: give at least one --grid NAME=V1,V2,... or a --grid-file")
     if heatmap and (x not in axes or y not in axes):
         raise InputError(f"--heatmap: --x {x!r} and --y {y!r} must both be grid axes ({', '.join(axes)})")
+    if heatmap and replications > 1:
+        raise InputError("--heatmap: one colour per point; drop --replications (or draw from the --json rows)")
     if heatmap and value not in sw.HEATMAP_VALUES:
         raise InputError(f"--value: {value!r} is not a numeric row output ({', '.join(sw.HEATMAP_VALUES)})")
     # Every output is checked before the work starts: no traceback after minutes of simulating.
@@ -228,28 +239,41 @@ def sweep(
     if heatmap is not None:
         _check_plot(heatmap, "--heatmap")
 
+    from ctsim.capacity import replications as mc
+
+    seeds = mc.seeds(scenario.seed, replications) if replications > 1 else None
+
     def work(progress):  # type: ignore[no-untyped-def]
         return sw.sweep(
-            base, axes, processes or None, lambda done, total: progress("sweep", 1, total), scheduler=scheduler
+            base,
+            axes,
+            processes or None,
+            lambda done, total: progress("sweep", 1, total),
+            scheduler=scheduler,
+            seeds=seeds,
         )
 
     start = time.perf_counter()
     rows = _with_progress(work)
     seconds = time.perf_counter() - start
+    extra = None if seeds is None else {"seeds": seeds, "points": mc.by_point(rows, list(axes), replications)}
     if csv_path:
         sw.write_csv(rows, csv_path)
     if output:
-        write_atomic(output, sw.to_json(rows, base, axes))
+        write_atomic(output, sw.to_json(rows, base, axes, extra))
     if heatmap:
         from ctsim.plots import heatmap as draw
 
         draw(rows, x, y, value, heatmap)
     if as_json:
-        sys.stdout.write(sw.to_json(rows, base, axes))
+        sys.stdout.write(sw.to_json(rows, base, axes, extra))
         return
-    from ctsim.tables import render_sweep
+    from ctsim.tables import render_sweep, render_sweep_replications
 
-    render_sweep(rows, list(axes), seconds)
+    if extra is None:
+        render_sweep(rows, list(axes), seconds)
+    else:
+        render_sweep_replications(extra["points"], list(axes), replications, len(rows), seconds)
 
 
 @app.command(short_help="Size a node: maps, steady table, walk time, safe burst, mitigations.")

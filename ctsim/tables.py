@@ -112,6 +112,38 @@ def render_emulation(report: dict, console: Console | None = None) -> None:
     )
 
 
+def render_sweep_replications(
+    points: list[dict], axes: list[str], r: int, runs: int, seconds: float, console: Console | None = None
+) -> None:
+    """One line per grid point: each verdict's share of its ``r`` seeds with the 95 % interval."""
+    console = console or plain_console()
+    table = Table(*axes, "collapse", "degraded", "ok", "all Ready p50 s", "ADD attempts p50")
+    for p in points:
+        s = p["summary"]
+
+        def share(verdict: str, s: dict = s) -> str:
+            v = s["verdicts"].get(verdict)
+            if v is None:
+                return f"0/{r}"
+            return f"{v['count']}/{r} ({v['ci95'][0]:.0%}–{v['ci95'][1]:.0%})"
+
+        ready = s["quantiles"]["all_ready_s"]["p50"]
+        attempts = s["quantiles"]["add_attempts"]["p50"]
+        table.add_row(
+            *(str(p[a]) for a in axes),
+            share("collapse"),
+            share("degraded"),
+            share("ok"),
+            "—" if ready is None else f"{ready:.0f}",
+            "—" if attempts is None else f"{attempts:.0f}",
+        )
+    console.print(table)
+    console.print(
+        f"{runs} runs ({len(points)} points x {r} seeds, 95 % Wilson intervals) in {seconds:.1f} s "
+        f"({runs / seconds:.0f} runs/s)"
+    )
+
+
 def render_sweep(rows: list[dict], axes: list[str], seconds: float, console: Console | None = None) -> None:
     """One line per grid point: its axes and what happened."""
     console = console or plain_console()

@@ -60,6 +60,11 @@ def replicate(
     return run_all(run_point, points, processes, scheduler, progress)
 
 
+def by_point(rows: list[Row], axes: list[str], r: int) -> list[dict[str, Any]]:
+    """A sweep's rows, ``r`` per point in grid order: each point's axis values and its ``summary``."""
+    return [{**{a: rows[i][a] for a in axes}, "summary": summary(rows[i : i + r])} for i in range(0, len(rows), r)]
+
+
 def summary(rows: list[Row]) -> dict[str, Any]:
     """Verdict shares with their 95 % intervals, and quantiles of each measure across replications."""
     n = len(rows)

@@ -181,8 +181,13 @@ def sweep(
     processes: int | None = None,
     progress: Callable[[int, int], None] | None = None,
     scheduler: str | None = None,
+    seeds: list[int] | None = None,
 ) -> list[Row]:
-    """Every grid point over ``processes`` worker processes (or a Dask ``scheduler``); rows in grid order."""
+    """Every grid point over ``processes`` worker processes (or a Dask ``scheduler``); rows in grid order.
+
+    With ``seeds``, every point runs once per seed (the same seeds at every
+    point, so points differ by their inputs, not their luck): a row per run.
+    """
     size = 1
     for values in axes.values():
         size *= len(values)
@@ -191,6 +196,8 @@ def sweep(
     grid = [{**base, **p} for p in points(axes)]
     for flags in grid:
         resolve(**flags)  # bad input fails here, in one line, before any worker starts
+    if seeds:
+        grid = [{**flags, "seed": s} for flags in grid for s in seeds]
     return run_all(run_point, grid, processes, scheduler, progress)
 
 
@@ -203,5 +210,7 @@ def write_csv(rows: Iterable[Row], path: str) -> None:
     write_atomic(path, out.getvalue())
 
 
-def to_json(rows: list[Row], base: dict[str, Any], axes: dict[str, list[str]]) -> str:
-    return json.dumps({"base": base, "grid": axes, "rows": rows}, indent=2) + "\n"
+def to_json(
+    rows: list[Row], base: dict[str, Any], axes: dict[str, list[str]], extra: dict[str, Any] | None = None
+) -> str:
+    return json.dumps({"base": base, "grid": axes, "rows": rows, **(extra or {})}, indent=2) + "\n"

@@ -138,3 +138,21 @@ def test_plans_collapse_search_takes_the_first_burst_that_collapses_in_half_the_
         assert planner.collapse_share(facts, state, n - 1) < 0.5
     one = planner.Facts(**{**facts.__dict__, "replications": 1})
     assert planner.collapse_share(one, state, n) in (0.0, 1.0)  # one seed: a verdict, not a share
+
+
+def test_a_sweep_with_replications_runs_every_point_with_the_same_seeds() -> None:
+    base = dict(resolve(entries="1M", pods="5", horizon="10m").flags)
+    axes = {"pods": ["1", "30"]}
+    seeds = mc.seeds(3, 4)
+    rows = sw.sweep(base, axes, processes=2, seeds=seeds)
+    assert [r["seed"] for r in rows] == seeds * 2 and [r["pods"] for r in rows] == ["1"] * 4 + ["30"] * 4
+    points = mc.by_point(rows, ["pods"], 4)
+    assert [p["pods"] for p in points] == ["1", "30"]
+    assert all(sum(v["count"] for v in p["summary"]["verdicts"].values()) == 4 for p in points)
+    p = subprocess.run(
+        [sys.executable, "-m", "ctsim", "sweep", "--grid", "pods=1,30", "--entries", "1M", "--horizon", "10m",
+         "--replications", "4", "--seed", "3", "--json"],
+        capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    doc = json.loads(p.stdout)
+    assert doc["seeds"] == seeds and [q["summary"] for q in doc["points"]] == [q["summary"] for q in points]
