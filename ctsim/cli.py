@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 import time
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -44,6 +44,28 @@ def _root(
     """ctsim: will pod start-up stall behind a conntrack scrub on this node?"""
 
 
+def _replications(help_text: str) -> Any:
+    """``--replications R``; its bounds are checked by ``ctsim.capacity.replications.check`` (loaded only if used)."""
+    return typer.Option(metavar="R", help=help_text)
+
+
+def _scheduler(what: str) -> Any:
+    return typer.Option(metavar="ADDRESS", help=f"Run {what} on this Dask scheduler (tcp://host:8786).")
+
+
+def _check_cluster(replications: int, scheduler: str | None, single: bool) -> None:
+    """Before any work: R within bounds, a scheduler address that is there (and, for ``run``, worth it)."""
+    from ctsim.capacity.pool import check_scheduler
+
+    check_scheduler(scheduler)
+    if replications != 1:
+        from ctsim.capacity.replications import check
+
+        check(replications)
+    if single and scheduler is not None and replications == 1:
+        raise InputError("--scheduler: give --replications too (one run is not worth a cluster)")
+
+
 @app.command(short_help="Simulate a pod burst on a node: verdict, retries, locks, advice.")
 @scenario_options
 def run(
@@ -53,28 +75,16 @@ def run(
         Str, typer.Option(metavar="FILE.png", help="Also draw table size and GC interval over time to this PNG.")
     ] = None,
     replications: Annotated[
-        int,
-        typer.Option(
-            metavar="R",
-            min=1,
-            max=10_000,
-            help="Also run R independent seeds drawn from --seed: each verdict's share with a 95 % interval.",
-        ),
+        int, _replications("Also run R independent seeds drawn from --seed: each verdict's share with a 95 % interval.")
     ] = 1,
-    scheduler: Annotated[
-        Str, typer.Option(metavar="ADDRESS", help="Run the replications on this Dask scheduler (tcp://host:8786).")
-    ] = None,
+    scheduler: Annotated[Str, _scheduler("the replications")] = None,
 ) -> None:
     """Simulate a burst of pods on a node whose CT maps hold ENTRIES entries."""
     from ctsim.sim.model import Model
 
     if plot is not None:
         _check_plot(plot, "--plot")
-    from ctsim.capacity.pool import check_scheduler
-
-    check_scheduler(scheduler)
-    if scheduler is not None and replications == 1:
-        raise InputError("--scheduler: give --replications too (one run is not worth a cluster)")
+    _check_cluster(replications, scheduler, single=True)
     model = Model(scenario, trace_every=scenario.horizon / 600 if plot else None)
     result = _with_progress(lambda progress: model.run(progress=progress)) if _long(scenario) else model.run()
     if plot:
@@ -194,24 +204,18 @@ def sweep(
     value: Annotated[
         str, typer.Option(metavar="OUTPUT", help="Heatmap colour: a row output.")
     ] = "ready_first_attempt_fraction",
-    scheduler: Annotated[
-        Str, typer.Option(metavar="ADDRESS", help="Run the points on this Dask scheduler (tcp://host:8786).")
-    ] = None,
+    scheduler: Annotated[Str, _scheduler("the points")] = None,
     replications: Annotated[
         int,
-        typer.Option(
-            metavar="R",
-            min=1,
-            max=10_000,
-            help="Run every point with R seeds drawn from --seed: each point's verdict shares with 95 % intervals.",
+        _replications(
+            "Run every point with R seeds drawn from --seed: each point's verdict shares with 95 % intervals."
         ),
     ] = 1,
 ) -> None:
     """Run the model over a grid of scenarios (the other flags are the base of every point)."""
     from ctsim.capacity import sweep as sw
-    from ctsim.capacity.pool import check_scheduler
 
-    check_scheduler(scheduler)
+    _check_cluster(replications, scheduler, single=False)
     base = dict(scenario.flags)
     axes: dict[str, list[str]] = {}
     if grid_file:

@@ -17,6 +17,7 @@ from typing import Any
 
 from ctsim.capacity.pool import run_all
 from ctsim.capacity.sweep import Row, run_point
+from ctsim.errors import InputError
 from ctsim.scenario import MAX_SEED
 from ctsim.sim.result import Verdict, percentile
 
@@ -29,6 +30,11 @@ MEASURES = {  # row key → what the summary calls it
     "add_attempts": "add_attempts",
     "orphaned_walk_seconds": "orphaned_walk_s",
 }
+
+
+def check(r: int, flag: str = "--replications") -> None:
+    if not 1 <= r <= MAX_REPLICATIONS:
+        raise InputError(f"{flag}: from 1 to {MAX_REPLICATIONS:,}, got {r}")
 
 
 def seeds(seed: int, r: int) -> list[int]:
