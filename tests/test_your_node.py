@@ -195,3 +195,10 @@ def test_a_flag_with_no_effect_is_said() -> None:
     quiet = resolve(churn="0/s", conn_duration="5m")
     assert any("--conn-duration has no effect" in n for n in quiet.notes)
     assert not any("no effect" in n for n in resolve(churn="10/s", conn_duration="5m").notes)
+
+
+def test_an_upgrade_is_not_offered_when_rate_fixes_every_walk() -> None:
+    flags = [
+        m["flag"] for m in _run_json("--entries", "16M", "--pods", "50", "--rate", "213000")["advice"]["mitigations"]
+    ]
+    assert "--profile cilium-1.18" not in flags and "--gc-interval 60s" in flags

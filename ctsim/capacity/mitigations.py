@@ -79,7 +79,7 @@ def _candidates(s: Scenario) -> list[tuple[str, str, dict[str, str]]]:
                 {"gc_max_interval": "1h", "gc_next_pass": "30m"},
             )
         )
-    if s.profile in ("cilium-1.16", "cilium-1.17"):
+    if s.profile in ("cilium-1.16", "cilium-1.17") and s.flags.get("rate") is None:  # --rate fixes every walk
         out.append(("--profile cilium-1.18", "upgrade to Cilium 1.18 (batched walks)", {"profile": "cilium-1.18"}))
     return out
 
