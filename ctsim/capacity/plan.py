@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from ctsim.defaults import CONNTRACK_GC_MAX_LRU_INTERVAL
-from ctsim.errors import InputError
 from ctsim.projection import FamilyWalk, max_entries_for_burst, safe_burst, scrub_seconds
 from ctsim.quantity import parse_count, parse_duration
 from ctsim.scenario import MAX_HORIZON, Scenario, resolve
@@ -190,8 +189,9 @@ MAX_PLAN_REPLICATIONS = 200  # each is a whole collapse search's worth of runs
 
 def check(facts: Facts) -> None:
     """The flags only ``ctsim plan`` has, named as the user typed them."""
-    if not 1 <= facts.replications <= MAX_PLAN_REPLICATIONS:
-        raise InputError(f"--replications: from 1 to {MAX_PLAN_REPLICATIONS}, got {facts.replications}")
+    from ctsim.capacity.replications import check as check_replications
+
+    check_replications(facts.replications, MAX_PLAN_REPLICATIONS)
     parse_count(facts.burst, "--burst", minimum=1, maximum=MAX_PLAN_BURST)
     parse_duration(facts.drift_horizon, "--drift-horizon", minimum=3600.0, maximum=MAX_HORIZON)
 

@@ -32,9 +32,9 @@ MEASURES = {  # row key → what the summary calls it
 }
 
 
-def check(r: int, flag: str = "--replications") -> None:
-    if not 1 <= r <= MAX_REPLICATIONS:
-        raise InputError(f"{flag}: from 1 to {MAX_REPLICATIONS:,}, got {r}")
+def check(r: int, maximum: int = MAX_REPLICATIONS, flag: str = "--replications") -> None:
+    if not 1 <= r <= maximum:
+        raise InputError(f"{flag}: from 1 to {maximum:,}, got {r}")
 
 
 def seeds(seed: int, r: int) -> list[int]:
