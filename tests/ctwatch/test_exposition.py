@@ -173,7 +173,9 @@ def test_many_fast_cycles_keep_memory_flat(tmp_path: Path) -> None:
                 collector.update(w.collect())
                 generate_latest(registry)
 
-        cycles(300)  # warm up: growth history and caches reach their bounds
+        # Warm up: growth history and caches reach their bounds. The interpreter's own caches take
+        # longer on 3.13 (measured: +11 KB over cycles 300-1100, then +5, +3, +3, +2 KB per 800).
+        cycles(1100)
         tracemalloc.start()
         cycles(200)
         # What is still referenced, not what the cyclic collector has yet to free (urllib's
