@@ -27,6 +27,10 @@ CT_MAPS: dict[str, tuple[str, str]] = {
     "ipv4": ("cilium_ct4_global", "cilium_ct_any4_global"),
     "ipv6": ("cilium_ct6_global", "cilium_ct_any6_global"),
 }
+# cilium_bpf_map_pressure's map_name label (the map's name without the "cilium_" prefix) -> pinned map name.
+CILIUM_PRESSURE_MAPS: dict[str, str] = {
+    name.removeprefix("cilium_"): name for names in CT_MAPS.values() for name in names
+}
 CT_KEY_SIZES = {"ipv4": 14, "ipv6": 38}  # struct ipv4_ct_tuple / ipv6_ct_tuple (tuple.TupleKey4Global / 6)
 CT_VALUE_SIZE = 56  # struct ct_entry (CtEntry)
 

@@ -22,6 +22,25 @@ from typing import NamedTuple
 
 from ctsim.floats import left_sum
 
+# The levels ctwatch and the fleet report: a burst projected past this share of the deadline.
+LEVELS = ("ok", "warning", "critical")
+WARNING_RATIO = 0.5
+CRITICAL_RATIO = 1.0
+
+
+def level_of(ratio: float, warning: float = WARNING_RATIO, critical: float = CRITICAL_RATIO) -> int:
+    """0 ok, 1 warning, 2 critical: where the burst's end falls against the deadline."""
+    return 2 if ratio >= critical else 1 if ratio >= warning else 0
+
+
+def seconds_until(entries: float, limit: float, growth_per_s: float | None) -> float:
+    """At ``growth_per_s``, until ``entries`` reach ``limit``: 0 when there, +Inf when not growing."""
+    if entries >= limit:
+        return 0.0
+    if growth_per_s is None or not growth_per_s > 0:
+        return math.inf
+    return (limit - entries) / growth_per_s
+
 
 def walk_seconds(
     entries: float,

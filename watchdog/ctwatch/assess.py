@@ -18,10 +18,18 @@ from dataclasses import dataclass, field, replace
 
 from ctsim.defaults import DEFAULT_REGENERATION
 from ctsim.floats import left_sum
-from ctsim.projection import FamilyWalk, burst_seconds, max_entries_for_burst, safe_burst
+from ctsim.projection import (
+    CRITICAL_RATIO,
+    WARNING_RATIO,
+    FamilyWalk,
+    burst_seconds,
+    level_of,
+    max_entries_for_burst,
+    safe_burst,
+    seconds_until,
+)
 from ctwatch.readings import CT_MAPS, MapReading, SourceResult
 
-LEVELS = ("ok", "warning", "critical")
 GROWTH_WINDOW_S = 1800.0
 RATE_WINDOW = 20  # walk-rate samples per family; the second fastest of these is the rate
 HOLD_CYCLES = 3  # a new level must be seen this many cycles in a row before it is reported
@@ -31,8 +39,8 @@ HOLD_CYCLES = 3  # a new level must be seen this many cycles in a row before it 
 class Thresholds:
     burst: int = 10
     deadline_s: float = 90.0
-    warning_ratio: float = 0.5  # burst projection over this share of the deadline: warning
-    critical_ratio: float = 1.0
+    warning_ratio: float = WARNING_RATIO  # burst projection over this share of the deadline: warning
+    critical_ratio: float = CRITICAL_RATIO
 
 
 @dataclass(frozen=True)
@@ -163,7 +171,7 @@ class Assessor:
         burst = burst_seconds(walks, t.burst) + overhead
         ratio = burst / t.deadline_s
         fits = safe_burst(walks, t.deadline_s, overhead)
-        level = self._level(walk.family, 2 if ratio >= t.critical_ratio else 1 if ratio >= t.warning_ratio else 0)
+        level = self._level(walk.family, level_of(ratio, t.warning_ratio, t.critical_ratio))
         entries = round(walk.entries)
         history = self._history.setdefault(walk.family, deque(maxlen=256))
         history.append((now, entries))
@@ -193,17 +201,12 @@ class Assessor:
 def _eta(history: deque[tuple[float, int]], limit: int) -> float:
     """Seconds until the count reaches ``limit`` at its recent growth rate (least squares)."""
     _now, entries = history[-1]
-    if entries >= limit:
-        return 0.0
-    if len(history) < 2:
-        return math.inf
+    if entries >= limit or len(history) < 2:
+        return seconds_until(entries, limit, None)
     n = len(history)
     mean_t = left_sum(t for t, _ in history) / n
     mean_e = left_sum(e for _, e in history) / n
     var = left_sum((t - mean_t) ** 2 for t, _ in history)
     if var <= 0:
         return math.inf
-    slope = left_sum((t - mean_t) * (e - mean_e) for t, e in history) / var
-    if slope <= 0:
-        return math.inf
-    return (limit - entries) / slope
+    return seconds_until(entries, limit, left_sum((t - mean_t) * (e - mean_e) for t, e in history) / var)

@@ -11,6 +11,7 @@ import functools
 import urllib.parse
 from typing import TYPE_CHECKING
 
+from ctsim.defaults import CILIUM_PRESSURE_MAPS
 from ctwatch.collector import Collector, Cycle, register_collector
 from ctwatch.readings import SourceResult
 
@@ -18,13 +19,6 @@ if TYPE_CHECKING:
     import urllib.request
 
 NAME = "cilium_metrics"
-# map_name label value -> pinned map name
-PRESSURE_MAPS = {
-    "ct4_global": "cilium_ct4_global",
-    "ct_any4_global": "cilium_ct_any4_global",
-    "ct6_global": "cilium_ct6_global",
-    "ct_any6_global": "cilium_ct_any6_global",
-}
 
 
 class BadMetrics(Exception):
@@ -95,7 +89,7 @@ def parse(page: str) -> tuple[dict[str, float], dict[str, float]]:
     for family in families:
         for sample in family.samples:
             if sample.name == "cilium_bpf_map_pressure":
-                name = PRESSURE_MAPS.get(sample.labels.get("map_name", ""))
+                name = CILIUM_PRESSURE_MAPS.get(sample.labels.get("map_name", ""))
                 if name:
                     pressure[name] = float(sample.value)
             elif sample.name == "cilium_datapath_conntrack_gc_interval_seconds":
