@@ -11,9 +11,10 @@ import typer
 
 from ctsim.errors import InputError, run_cli
 from ctsim.files import check_distinct, check_writable, write_atomic
-from ctsim.options import Str, scenario_options
+from ctsim.options import Str, live_scenario_options, prometheus_options, scenario_options
 
 if TYPE_CHECKING:
+    from ctsim.fleet.prometheus import Transport
     from ctsim.scenario import Scenario
 
 app = typer.Typer(
@@ -67,7 +68,7 @@ def _check_cluster(replications: int, scheduler: str | None, single: bool) -> No
 
 
 @app.command(short_help="Simulate a pod burst on a node: verdict, retries, locks, advice.")
-@scenario_options
+@live_scenario_options
 def run(
     scenario: Scenario,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
@@ -348,6 +349,84 @@ def plan(
     from ctsim.report import render_plan
 
     render_plan(doc)
+
+
+@app.command(short_help="Rank every node a Prometheus knows by scrub risk; simulate the riskiest.")
+@prometheus_options
+def fleet(
+    transport: Transport,
+    prometheus_url: Annotated[
+        str,
+        typer.Option(
+            metavar="URL", help="Prometheus, Thanos, VictoriaMetrics or Mimir query API (with its path prefix)."
+        ),
+    ],
+    pods: Annotated[
+        Str,
+        typer.Option(metavar="COUNT", help="The burst to project (default: each node's ctwatch_burst_pods, else 10)."),
+    ] = None,
+    window: Annotated[str, typer.Option(metavar="DURATION", help="Growth over this PromQL window (deriv).")] = "1h",
+    node_label: Annotated[str, typer.Option(metavar="LABEL", help="The label that names a node.")] = "instance",
+    selector: Annotated[
+        Str, typer.Option(metavar="MATCHERS", help="Only series matching these, e.g. 'cluster=\"prod-eu\"'.")
+    ] = None,
+    at: Annotated[
+        Str, typer.Option("--time", metavar="UNIX", help="Evaluate at this time (unix seconds; default: now).")
+    ] = None,
+    profile: Annotated[
+        str,
+        typer.Option(
+            metavar="NAME", help="The walk where ctwatch measured none: cilium-1.16, cilium-1.17 or cilium-1.18."
+        ),
+    ] = "cilium-1.16",
+    rate: Annotated[Str, typer.Option(metavar="ENTRIES/S", help="Walk rate where ctwatch measured none.")] = None,
+    calibration: Annotated[
+        Str, typer.Option(metavar="FILE", help="Walk rates from `ctsim calibrate`, where ctwatch measured none.")
+    ] = None,
+    max_entries: Annotated[
+        Str, typer.Option(metavar="COUNT", help="TCP map capacity where no series gives it (Cilium-only nodes).")
+    ] = None,
+    node_memory: Annotated[
+        Str,
+        typer.Option(metavar="BYTES", help="Size the maps of Cilium-only nodes from this memory (with --map-ratio)."),
+    ] = None,
+    map_ratio: Annotated[
+        Str,
+        typer.Option(metavar="RATIO", help="bpf-map-dynamic-size-ratio for --node-memory (default: Cilium's 0.0025)."),
+    ] = None,
+    simulate: Annotated[
+        int,
+        typer.Option(
+            metavar="K", min=0, max=10_000, help="Run the model on the K riskiest nodes, each with its own facts."
+        ),
+    ] = 0,
+    processes: Annotated[
+        int, typer.Option(metavar="INT", min=0, max=256, help="Worker processes for --simulate (0: one per core).")
+    ] = 0,
+    scheduler: Annotated[Str, _scheduler("--simulate")] = None,
+    limit: Annotated[Str, typer.Option(metavar="COUNT", help="Print only the first COUNT rows of the table.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
+    csv_path: Annotated[
+        Str, typer.Option("--csv", metavar="FILE", help="Write the rows as CSV to this file ('-': stdout).")
+    ] = None,
+    fail_on: Annotated[
+        Str, typer.Option(metavar="warning|critical", help="Exit 1 when a node is at this level or worse.")
+    ] = None,
+) -> None:
+    """Read every node's CT maps from Prometheus in a handful of queries and rank them by scrub risk.
+
+    Each node's figures come from its own series (ctwatch's, else Cilium's), projected with the
+    same arithmetic as `ctsim run` and ctwatch; what a node's series do not say is named in its row.
+    """
+    from ctsim.fleet_view import run_fleet
+
+    code = run_fleet(
+        transport, prometheus_url, pods=pods, window=window, node_label=node_label, selector=selector, at=at,
+        profile=profile, rate=rate, calibration=calibration, max_entries=max_entries, node_memory=node_memory,
+        map_ratio=map_ratio, simulate=simulate, processes=processes, scheduler=scheduler, limit=limit,
+        as_json=as_json, csv_path=csv_path, fail_on=fail_on, progress=_with_progress,
+    )  # fmt: skip
+    raise typer.Exit(code)
 
 
 @app.command(short_help="Measure this kernel's CT walk rates on throwaway BPF maps (root).")

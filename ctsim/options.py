@@ -185,34 +185,154 @@ SCENARIO_FLAGS: dict[str, tuple[Any, Any]] = {
 }
 
 
+def _prom(help_text: str, metavar: str | None = None, panel: str = "Prometheus") -> Any:
+    return typer.Option(help=help_text, rich_help_panel=panel, metavar=metavar)
+
+
+# How to reach a Prometheus (or Thanos, VictoriaMetrics, Mimir) query API: ``ctsim fleet`` and
+# ``ctsim run --from-prometheus``; the names follow Prometheus's own http_config.
+PROMETHEUS_FLAGS: dict[str, tuple[Any, Any]] = {
+    "bearer_token_file": (
+        Annotated[Str, _prom("Send the token in this file as 'Authorization: Bearer'.", "FILE")],
+        None,
+    ),
+    "basic_auth_user": (Annotated[Str, _prom("Basic auth user (with --basic-auth-password-file).", "USER")], None),
+    "basic_auth_password_file": (Annotated[Str, _prom("Basic auth password, read from this file.", "FILE")], None),
+    "ca_file": (Annotated[Str, _prom("CA certificates (PEM) to verify the server with.", "FILE")], None),
+    "cert_file": (Annotated[Str, _prom("Client certificate (PEM), for mutual TLS.", "FILE")], None),
+    "key_file": (Annotated[Str, _prom("The client certificate's key (PEM).", "FILE")], None),
+    "insecure_skip_verify": (
+        Annotated[
+            bool,
+            typer.Option(
+                "--insecure-skip-verify", help="Do not verify the server's certificate.", rich_help_panel="Prometheus"
+            ),
+        ],
+        False,
+    ),
+    "header": (
+        Annotated[
+            list[str] | None,
+            _prom(
+                "An extra request header (repeat for more), e.g. 'X-Scope-OrgID: prod'.",
+                "'NAME: VALUE'",
+            ),
+        ],
+        None,
+    ),
+    "timeout": (Annotated[str, _prom("Per query.", "DURATION")], "30s"),
+}
+# ``ctsim run --from-prometheus URL --node NAME``: the scenario from a live node's series.
+LIVE_FLAGS: dict[str, tuple[Any, Any]] = {
+    "from_prometheus": (
+        Annotated[
+            Str,
+            _prom(
+                "Take the node's maps, counts, walk rate and deadline from this Prometheus (needs --node).",
+                "URL",
+                "Scenario",
+            ),
+        ],
+        None,
+    ),
+    "node": (Annotated[Str, _prom("The node to read (the --node-label value).", "NAME", "Scenario")], None),
+    "node_label": (
+        Annotated[str, _prom("The label that names a node in the series.", "LABEL", "Scenario")],
+        "instance",
+    ),
+}
+
+
+def transport(values: dict[str, Any]) -> Any:
+    """``PROMETHEUS_FLAGS`` as typed -> a ``ctsim.fleet.prometheus.Transport``."""
+    from ctsim.fleet.prometheus import Transport
+    from ctsim.quantity import parse_duration
+
+    return Transport(
+        bearer_token_file=values["bearer_token_file"],
+        basic_auth_user=values["basic_auth_user"],
+        basic_auth_password_file=values["basic_auth_password_file"],
+        ca_file=values["ca_file"],
+        cert_file=values["cert_file"],
+        key_file=values["key_file"],
+        insecure_skip_verify=values["insecure_skip_verify"],
+        headers=tuple(values["header"] or ()),
+        timeout_s=parse_duration(values["timeout"], "--timeout", minimum=0.1, maximum=3600.0),
+    )
+
+
+def _adding(
+    command: Callable[..., Any],
+    flags: dict[str, tuple[Any, Any]],
+    build: Callable[[dict[str, Any]], dict[str, Any]],
+    last: bool = False,
+) -> Callable[..., Any]:
+    """``command`` with ``flags`` appended; ``build`` turns their values into the command's own arguments."""
+    hints = typing.get_type_hints(command, localns={"Scenario": object, "Transport": object}, include_extras=True)
+    own = [
+        p.replace(kind=inspect.Parameter.KEYWORD_ONLY, annotation=hints[p.name])
+        for p in inspect.signature(command).parameters.values()
+        if p.name not in _BUILT
+    ]
+    added = [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
+        for name, (annotation, default) in flags.items()
+    ]
+
+    @functools.wraps(command)
+    def wrapper(**kwargs: Any) -> Any:
+        values = {name: kwargs.pop(name) for name in flags}
+        return command(**build(values), **kwargs)
+
+    # ``last``: after the command's own flags in --help (the transport flags come after what is asked).
+    order = [*own, *added] if last else [*added, *own]
+    wrapper.__signature__ = inspect.Signature(order)  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {
+        **{p.name: p.annotation for p in own},
+        **{name: annotation for name, (annotation, _) in flags.items()},
+    }
+    return wrapper
+
+
+_BUILT = {"scenario", "transport"}  # what the decorators hand a command, not flags of its own
+
+
 def scenario_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """Adds the scenario flags to ``command``, which receives ``scenario=Scenario``.
 
     The model is imported only when a command runs: ``ctsim --help`` and
     flag errors never pay for it.
     """
-    # Real objects, not strings; ``Scenario`` itself is only a name here (imported lazily).
-    hints = typing.get_type_hints(command, localns={"Scenario": object}, include_extras=True)
-    own = [
-        p.replace(kind=inspect.Parameter.KEYWORD_ONLY, annotation=hints[p.name])
-        for p in inspect.signature(command).parameters.values()
-        if p.name != "scenario"
-    ]
-    added = [
-        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
-        for name, (annotation, default) in SCENARIO_FLAGS.items()
-    ]
 
-    @functools.wraps(command)
-    def wrapper(**kwargs: Any) -> Any:
+    def build(values: dict[str, Any]) -> dict[str, Any]:
         from ctsim.scenario import resolve
 
-        flags = {name: kwargs.pop(name) for name in SCENARIO_FLAGS}
-        return command(scenario=resolve(**flags), **kwargs)
+        return {"scenario": resolve(**values)}
 
-    wrapper.__signature__ = inspect.Signature([*added, *own])  # type: ignore[attr-defined]
-    wrapper.__annotations__ = {
-        **{p.name: p.annotation for p in own},
-        **{name: annotation for name, (annotation, _) in SCENARIO_FLAGS.items()},
-    }
-    return wrapper
+    return _adding(command, SCENARIO_FLAGS, build)
+
+
+def live_scenario_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The scenario flags and ``--from-prometheus``: a live node's series fill what the user did not give."""
+
+    def build(values: dict[str, Any]) -> dict[str, Any]:
+        from ctsim.scenario import resolve
+
+        flags = {name: values[name] for name in SCENARIO_FLAGS}
+        url, node = values["from_prometheus"], values["node"]
+        if url is None:
+            if node is not None:
+                from ctsim.errors import InputError
+
+                raise InputError("--node: give --from-prometheus URL too")
+            return {"scenario": resolve(**flags)}
+        from ctsim.fleet.live import from_prometheus
+
+        return {"scenario": from_prometheus(flags, url, node, values["node_label"], transport(values))}
+
+    return _adding(command, {**SCENARIO_FLAGS, **LIVE_FLAGS, **PROMETHEUS_FLAGS}, build)
+
+
+def prometheus_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Adds the transport flags to ``command``, which receives ``transport=Transport``."""
+    return _adding(command, PROMETHEUS_FLAGS, lambda values: {"transport": transport(values)}, last=True)

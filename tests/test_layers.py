@@ -16,7 +16,9 @@ SOURCES = {"ctsim": ROOT / "ctsim", "ctwatch": ROOT / "watchdog" / "ctwatch"}
 
 # What each layer may import of the project (besides itself). The top-level modules of ctsim are split in
 # two: the command line, and the inputs and arithmetic that every layer shares.
-COMMAND_LINE = {"ctsim.cli", "ctsim.options", "ctsim.report", "ctsim.tables", "ctsim.plots", "ctsim.term"}
+COMMAND_LINE = {
+    "ctsim.cli", "ctsim.options", "ctsim.report", "ctsim.tables", "ctsim.plots", "ctsim.term", "ctsim.fleet_view",
+}  # fmt: skip
 # `python -m ctsim.capacity.docs` renders the model's tables and plots into docs/: a renderer, like the CLI.
 COMMAND_LINE.add("ctsim.capacity.docs")
 ALLOWED: dict[str, set[str]] = {
@@ -24,7 +26,8 @@ ALLOWED: dict[str, set[str]] = {
     "ctsim.sim": {"base"},
     "ctsim.kernel": {"base", "ctsim.sim"},
     "ctsim.capacity": {"base", "ctsim.sim"},
-    "command line": {"base", "ctsim.sim", "ctsim.kernel", "ctsim.capacity", "command line"},
+    "ctsim.fleet": {"base", "ctsim.sim", "ctsim.capacity"},
+    "command line": {"base", "ctsim.sim", "ctsim.kernel", "ctsim.capacity", "ctsim.fleet", "command line"},
     "ctwatch": {"base", "ctsim.kernel.bpf", "ctsim.kernel.netns_conntrack"},
 }
 
@@ -59,7 +62,7 @@ def _layer(module: str) -> str:
         return "ctwatch"
     if module in COMMAND_LINE or module == "ctsim.__main__":
         return "command line"
-    for package in ("ctsim.sim", "ctsim.kernel", "ctsim.capacity"):
+    for package in ("ctsim.sim", "ctsim.kernel", "ctsim.capacity", "ctsim.fleet"):
         if module == package or module.startswith(package + "."):
             return package
     return "base"

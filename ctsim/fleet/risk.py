@@ -1,0 +1,234 @@
+"""Each node's scrub risk: the facts its series gave, projected with ``ctsim.projection``.
+
+The risk is the one ctwatch alerts on: when a burst of ``pods`` creates
+queues its scrubs on the per-family locks at once, how far the last one's
+end (walks + regeneration) falls against the deadline — the burst/deadline
+ratio. Nodes rank by that ratio, worst first, then by how soon the table's
+growth brings them to the deadline; nodes whose series do not say enough
+to project are listed last, with what is missing.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from ctsim.defaults import CLIENT_TIMEOUT, CT_MAPS, DEFAULT_REGENERATION
+from ctsim.fleet.series import NodeFacts
+from ctsim.profiles import Profile
+from ctsim.projection import (
+    LEVELS,
+    FamilyWalk,
+    burst_seconds,
+    level_of,
+    max_entries_for_burst,
+    safe_burst,
+    scrub_seconds,
+    seconds_until,
+)
+
+DEFAULT_BURST = 10  # ctwatch's --burst default: the burst a node without ctwatch is projected for
+DISAGREE = 2.0  # observed and projected differ by more than this factor: flagged
+
+
+@dataclass(frozen=True)
+class Assumptions:
+    """Fleet-wide inputs for what a node's own series do not say, each with its origin."""
+
+    profile: Profile
+    pods: int | None = None  # None: each node's ctwatch burst, else DEFAULT_BURST
+    rate: float | None = None  # --rate or --calibration: the walk rate where ctwatch measured none
+    rate_source: str = ""
+    bucket_seconds: float = 0.0
+    capacity: tuple[int, int] | None = None  # (TCP, non-TCP) map capacity where no series gives it
+    capacity_source: str = ""
+    regeneration: float = DEFAULT_REGENERATION
+
+
+@dataclass
+class NodeRisk:
+    node: str
+    level: str  # ok | warning | critical | unknown
+    sources: list[str]
+    pods: int
+    pods_source: str
+    deadline: float
+    deadline_source: str
+    maps: dict[str, dict[str, Any]] = field(default_factory=dict)
+    walk_rate: dict[str, dict[str, Any]] = field(default_factory=dict)  # family -> {entries_per_second, source}
+    walk_seconds: dict[str, float] = field(default_factory=dict)  # family -> TCP + non-TCP walk
+    scrub_seconds: float | None = None  # one scrub on an idle node: every family's walk
+    burst_seconds: float | None = None
+    deadline_ratio: float | None = None
+    safe_burst: int | None = None  # None with a projection: unbounded (empty tables)
+    growth_per_hour: float | None = None  # entries, every CT map together
+    seconds_until_deadline: float | None = None
+    gc_interval: float | None = None
+    gc_interval_source: str = ""
+    observed_gc_seconds: dict[str, float] = field(default_factory=dict)
+    observed_ct_clean_seconds: float | None = None
+    ctwatch_level: str | None = None
+    flags: list[str] = field(default_factory=list)
+    unknown: list[str] = field(default_factory=list)  # why a figure is missing
+    simulated: dict[str, Any] | None = None  # --simulate: the model's verdict on this node
+    walks: list[FamilyWalk] = field(default_factory=list, repr=False)
+
+    @property
+    def known(self) -> bool:
+        return self.deadline_ratio is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {k: v for k, v in self.__dict__.items() if k != "walks"}
+        return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in d.items()}
+
+
+def _capacity(facts: NodeFacts, name: str, a: Assumptions) -> tuple[int | None, str]:
+    m = facts.maps[name]
+    if m.max_entries is not None:
+        return m.max_entries, m.capacity_series
+    if a.capacity is not None:
+        tcp, any_ = a.capacity
+        return (tcp if name == CT_MAPS[FAMILY_OF[name]][0] else any_), a.capacity_source
+    return None, ""
+
+
+FAMILY_OF = {name: family for family, names in CT_MAPS.items() for name in names}
+
+
+def _maps(facts: NodeFacts, a: Assumptions, risk: NodeRisk) -> dict[str, tuple[tuple[float, ...], tuple[int, ...]]]:
+    """Per family with any map known: (entries per map, capacities), TCP map first, as a scrub walks them."""
+    out: dict[str, tuple[tuple[float, ...], tuple[int, ...]]] = {}
+    growth = 0.0
+    grew = False
+    for family, names in CT_MAPS.items():
+        counts: list[float] = []
+        caps: list[int] = []
+        for name in names:
+            if name not in facts.maps:
+                continue
+            m = facts.maps[name]
+            cap, cap_source = _capacity(facts, name, a)
+            entries, per_s = m.entries, m.growth
+            if entries is None and m.pressure is not None:
+                if cap is None:
+                    risk.unknown.append(
+                        f"{name}: Cilium reports its pressure but no series gives its capacity "
+                        "(run ctwatch, or give --max-entries or --node-memory)"
+                    )
+                    continue
+                entries = m.pressure * cap
+                per_s = m.growth * cap if m.growth is not None else None
+            if entries is None:
+                continue
+            risk.maps[name] = {
+                "family": family,
+                "entries": round(entries),
+                "max_entries": cap,
+                "entries_source": m.entries_series,
+                "capacity_source": cap_source,
+            }
+            counts.append(entries)
+            caps.append(cap or 0)
+            if per_s is not None:
+                growth += per_s
+                grew = True
+        if counts:
+            out[family] = (tuple(counts), tuple(caps))
+    risk.growth_per_hour = growth * 3600 if grew else None
+    return out
+
+
+def assess(facts: NodeFacts, a: Assumptions) -> NodeRisk:
+    """One node's row: every figure from ``ctsim.projection`` on that node's facts."""
+    pods, pods_source = (
+        (a.pods, "--pods")
+        if a.pods is not None
+        else (facts.burst, "ctwatch_burst_pods")
+        if facts.burst is not None
+        else (DEFAULT_BURST, "default: ctwatch's")
+    )
+    deadline, deadline_source = (
+        (facts.deadline, "ctwatch_deadline_seconds")
+        if facts.deadline is not None
+        else (CLIENT_TIMEOUT, "default: cilium-cni's ClientTimeout")
+    )
+    risk = NodeRisk(
+        node=facts.node,
+        level="unknown",
+        sources=sorted(facts.sources),
+        pods=pods,
+        pods_source=pods_source,
+        deadline=deadline,
+        deadline_source=deadline_source,
+        gc_interval=facts.gc_interval,
+        gc_interval_source=facts.gc_interval_series,
+        observed_gc_seconds=dict(facts.observed_gc),
+        observed_ct_clean_seconds=facts.observed_ct_clean,
+        ctwatch_level=LEVELS[facts.ctwatch_level] if facts.ctwatch_level in (0, 1, 2) else None,
+    )
+    if facts.down:
+        risk.flags.append("ctwatch sources down: " + ", ".join(sorted(set(facts.down))))
+    per_family = _maps(facts, a, risk)
+    if not per_family:
+        if not risk.unknown:
+            risk.unknown.append("no CT map count in any series (neither ctwatch_entries nor cilium_bpf_map_pressure)")
+        return risk
+    walks = []
+    for family, (counts, caps) in per_family.items():
+        if family in facts.rates:
+            rate, label = facts.rates[family]
+            source, buckets = f'ctwatch_walk_rate_entries_per_second{{source="{label}"}}', 0.0
+        elif a.rate is not None:
+            rate, source, buckets = a.rate, a.rate_source, a.bucket_seconds
+        else:
+            rate, source, buckets = a.profile.walk_rate, f"profile {a.profile.name}", a.profile.bucket_seconds
+        walk = FamilyWalk(family, counts, rate, caps if buckets else (), buckets)
+        walks.append(walk)
+        risk.walk_rate[family] = {"entries_per_second": rate, "source": source}
+        risk.walk_seconds[family] = walk.seconds
+    risk.walks = walks
+    overhead = a.regeneration
+    risk.scrub_seconds = scrub_seconds(walks)
+    risk.burst_seconds = burst_seconds(walks, pods) + overhead
+    risk.deadline_ratio = risk.burst_seconds / deadline
+    risk.safe_burst = safe_burst(walks, deadline, overhead)
+    risk.level = LEVELS[level_of(risk.deadline_ratio)]
+    total = sum(w.entries for w in walks)
+    limit = max_entries_for_burst(walks, pods, deadline, overhead)
+    growth = risk.growth_per_hour / 3600 if risk.growth_per_hour is not None else None
+    risk.seconds_until_deadline = seconds_until(total, limit, growth)
+    _compare(risk)
+    return risk
+
+
+def _compare(risk: NodeRisk) -> None:
+    """Flag a projection that disagrees with what the agent itself observed."""
+    for family, seen in sorted(risk.observed_gc_seconds.items()):
+        projected = risk.walk_seconds.get(family)
+        if projected and seen > 0 and not 1 / DISAGREE <= seen / projected <= DISAGREE:
+            risk.flags.append(
+                f"{family}: Cilium's GC passes took {seen:.3g}s on average, the projected walk {projected:.3g}s "
+                f"({seen / projected:.2g}x): check the walk rate"
+            )
+    seen = risk.observed_ct_clean_seconds
+    if seen is not None and risk.scrub_seconds and seen < risk.scrub_seconds / DISAGREE:
+        risk.flags.append(
+            f"endpoints waited {seen:.3g}s for CT clean on average, under half the projected scrub "
+            f"{risk.scrub_seconds:.3g}s: check the walk rate and the counts"
+        )
+    ours = risk.pods_source == "ctwatch_burst_pods" and risk.deadline_source == "ctwatch_deadline_seconds"
+    if ours and risk.ctwatch_level is not None and risk.ctwatch_level != risk.level:
+        risk.flags.append(f"ctwatch reports {risk.ctwatch_level} (its own burst and thresholds), this row {risk.level}")
+
+
+def rank(rows: list[NodeRisk]) -> list[NodeRisk]:
+    """Worst first: burst/deadline ratio, then the soonest ETA; nodes that cannot be projected last."""
+
+    def key(r: NodeRisk) -> tuple[int, float, float, str]:
+        if r.deadline_ratio is None:
+            return (1, 0.0, 0.0, r.node)
+        eta = r.seconds_until_deadline if r.seconds_until_deadline is not None else math.inf
+        return (0, -r.deadline_ratio, eta, r.node)
+
+    return sorted(rows, key=key)

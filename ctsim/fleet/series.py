@@ -1,0 +1,232 @@
+"""What the fleet's series say about each node: one query per metric, never one per node.
+
+Sources, best first: ctwatch's own series (counts and capacity per map, the
+walk rate it measured, its deadline and burst), then Cilium's
+(``cilium_bpf_map_pressure`` per CT map, which with a capacity gives the
+count; the GC interval where the version exports it; GC and CT-clean
+durations it observed). A node is whatever value ``node_label`` carries;
+series of every source with the same value are one node.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from ctsim.defaults import CILIUM_PRESSURE_MAPS, CT_MAPS
+from ctsim.errors import InputError
+from ctsim.fleet.prometheus import Client, Sample
+
+FAMILY_OF_MAP = {name: family for family, names in CT_MAPS.items() for name in names}
+OBSERVED_WINDOW = "1d"  # how far back Cilium's own durations are averaged: GC passes can be 12h apart
+_LABEL = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+_WINDOW = re.compile(r"^([0-9]+(ms|s|m|h|d|w|y))+$")
+
+
+@dataclass
+class MapFacts:
+    """One CT map of one node: its count, capacity and growth, each with the series it came from."""
+
+    entries: float | None = None
+    entries_series: str = ""
+    max_entries: int | None = None
+    capacity_series: str = ""
+    growth: float | None = None  # entries per second over the window
+    pressure: float | None = None  # Cilium's count/max, kept until a capacity is known
+
+
+@dataclass
+class NodeFacts:
+    node: str
+    maps: dict[str, MapFacts] = field(default_factory=dict)  # pinned map name -> facts
+    rates: dict[str, tuple[float, str]] = field(default_factory=dict)  # family -> (entries/s, ctwatch's source)
+    deadline: float | None = None
+    burst: int | None = None
+    ctwatch_level: int | None = None  # the worst family's, as ctwatch reported it
+    gc_interval: float | None = None
+    gc_interval_series: str = ""
+    observed_gc: dict[str, float] = field(default_factory=dict)  # family -> mean completed GC pass, both maps
+    observed_ct_clean: float | None = None  # mean waitingForCTClean of an endpoint regeneration
+    sources: set[str] = field(default_factory=set)  # "ctwatch", "cilium"
+    down: list[str] = field(default_factory=list)  # ctwatch sources that did not answer
+
+    def map(self, name: str) -> MapFacts:
+        return self.maps.setdefault(name, MapFacts())
+
+
+@dataclass(frozen=True)
+class Query:
+    """The fleet's read: which label names a node, which series to keep, the growth window."""
+
+    node_label: str = "instance"
+    selector: str = ""  # PromQL label matchers, e.g. cluster="prod-eu"
+    window: str = "1h"
+    at: float | None = None  # evaluation time (unix seconds); None: the server's now
+
+    def __post_init__(self) -> None:
+        if not _LABEL.match(self.node_label):
+            raise InputError(f"--node-label: not a Prometheus label name: {self.node_label!r}")
+        if not _WINDOW.match(self.window):
+            raise InputError(f"--window: a PromQL duration such as 30m, 1h or 1d, got {self.window!r}")
+        if "{" in self.selector or "}" in self.selector:
+            raise InputError(
+                f'--selector: label matchers without braces, e.g. cluster="prod-eu"; got {self.selector!r}'
+            )
+
+    def of(self, metric: str, *matchers: str) -> str:
+        """``metric{matchers, selector}``."""
+        inner = ",".join(m for m in (*matchers, self.selector.strip()) if m)
+        return f"{metric}{{{inner}}}"
+
+    def by(self, *labels: str) -> str:
+        return "by (" + ", ".join((self.node_label, *labels)) + ")"
+
+
+_CT_PRESSURE = 'map_name=~"' + "|".join(CILIUM_PRESSURE_MAPS) + '"'
+
+
+def queries(q: Query) -> dict[str, str]:
+    """Every query of one fleet read, by what it answers; the count does not depend on the fleet's size."""
+    entries = q.of("ctwatch_entries", 'source!="nf_conntrack"')
+    pressure = q.of("cilium_bpf_map_pressure", _CT_PRESSURE)
+    gc_sum = q.of("cilium_datapath_conntrack_gc_duration_seconds_sum", 'status="completed"')
+    gc_count = q.of("cilium_datapath_conntrack_gc_duration_seconds_count", 'status="completed"')
+    clean = 'scope="waitingForCTClean"'
+    clean_sum = q.of("cilium_endpoint_regeneration_time_stats_seconds_sum", clean)
+    clean_count = q.of("cilium_endpoint_regeneration_time_stats_seconds_count", clean)
+    w = OBSERVED_WINDOW
+    by_proto = q.by("family", "protocol")
+    return {
+        "entries": entries,
+        "max_entries": q.of("ctwatch_max_entries", 'source="bpf"'),
+        "growth": f"deriv({entries}[{q.window}])",
+        "rate": q.of("ctwatch_walk_rate_entries_per_second"),
+        "deadline": q.of("ctwatch_deadline_seconds"),
+        "burst": q.of("ctwatch_burst_pods"),
+        "level": q.of("ctwatch_level"),
+        "source_up": q.of("ctwatch_source_up"),
+        "ctwatch_gc_interval": q.of("ctwatch_cilium_gc_interval_seconds"),
+        "pressure": pressure,
+        "pressure_growth": f"deriv({pressure}[{q.window}])",
+        "gc_interval": q.of("cilium_datapath_conntrack_gc_interval_seconds"),
+        "gc_duration": (f"sum {by_proto} (increase({gc_sum}[{w}])) / sum {by_proto} (increase({gc_count}[{w}])) > 0"),
+        "ct_clean": f"sum {q.by()} (increase({clean_sum}[{w}])) / sum {q.by()} (increase({clean_count}[{w}])) > 0",
+    }
+
+
+@dataclass
+class FleetRead:
+    nodes: dict[str, NodeFacts]
+    queried_at: float
+    queries: dict[str, str]
+    series: dict[str, int]  # query -> series returned
+    unlabelled: int  # series without the node label, left out
+
+
+def read_fleet(client: Client, q: Query) -> FleetRead:
+    """One read of the whole fleet; raises PrometheusError when the API cannot answer."""
+    import time
+
+    at = q.at if q.at is not None else time.time()
+    exprs = queries(q)
+    answers = {name: client.query(expr, at) for name, expr in exprs.items()}
+    nodes: dict[str, NodeFacts] = {}
+    unlabelled = 0
+
+    def each(name: str) -> Iterable[tuple[NodeFacts, Sample]]:
+        nonlocal unlabelled
+        for s in answers[name]:
+            node = s.labels.get(q.node_label)
+            if not node:
+                unlabelled += 1
+                continue
+            facts = nodes.get(node)
+            if facts is None:
+                facts = nodes[node] = NodeFacts(node)
+            yield facts, s
+
+    _ctwatch(each, exprs)
+    _cilium(each, exprs)
+    return FleetRead(nodes, at, exprs, {name: len(a) for name, a in answers.items()}, unlabelled)
+
+
+def _finite(v: float) -> bool:
+    return v == v and abs(v) != float("inf")
+
+
+def _ctwatch(each, exprs: dict[str, str]) -> None:  # type: ignore[no-untyped-def]
+    """ctwatch's series: per map, Cilium's pressure x capacity where ctwatch had it (its own choice), else its count."""
+    rank = {"cilium_metrics": 2, "bpf": 1}
+    chosen: dict[tuple[str, str], str] = {}
+    for facts, s in each("entries"):
+        name, source = s.labels.get("map", ""), s.labels.get("source", "")
+        if name not in FAMILY_OF_MAP or not _finite(s.value):
+            continue
+        facts.sources.add("ctwatch")
+        key = (facts.node, name)
+        if rank.get(source, 0) >= rank.get(chosen.get(key, ""), 0):
+            chosen[key] = source
+            m = facts.map(name)
+            m.entries = max(0.0, s.value)
+            m.entries_series = f'ctwatch_entries{{map="{name}",source="{source}"}}'
+    for facts, s in each("growth"):
+        name = s.labels.get("map", "")
+        if chosen.get((facts.node, name)) == s.labels.get("source") and _finite(s.value):
+            facts.map(name).growth = s.value
+    for facts, s in each("max_entries"):
+        name = s.labels.get("map", "")
+        if name in FAMILY_OF_MAP and _finite(s.value) and s.value >= 1:
+            facts.sources.add("ctwatch")
+            m = facts.map(name)
+            m.max_entries = int(s.value)
+            m.capacity_series = f'ctwatch_max_entries{{map="{name}"}}'
+    for facts, s in each("rate"):
+        family = s.labels.get("family", "")
+        if family in CT_MAPS and _finite(s.value) and s.value > 0:
+            facts.sources.add("ctwatch")
+            facts.rates[family] = (s.value, s.labels.get("source", ""))
+    for facts, s in each("deadline"):
+        if _finite(s.value) and s.value > 0:
+            facts.deadline = s.value
+    for facts, s in each("burst"):
+        if _finite(s.value) and s.value >= 1:
+            facts.burst = int(s.value)
+    for facts, s in each("level"):
+        if s.labels.get("family") in CT_MAPS and _finite(s.value):
+            facts.ctwatch_level = max(int(s.value), facts.ctwatch_level or 0)
+    for facts, s in each("source_up"):
+        if s.value == 0:
+            facts.down.append(s.labels.get("source", "?"))
+    for facts, s in each("ctwatch_gc_interval"):
+        if _finite(s.value) and s.value > 0:
+            facts.gc_interval, facts.gc_interval_series = s.value, "ctwatch_cilium_gc_interval_seconds"
+
+
+def _cilium(each, exprs: dict[str, str]) -> None:  # type: ignore[no-untyped-def]
+    """Cilium's own series: pressure where ctwatch gave no count, its GC interval, and what it observed."""
+    for facts, s in each("pressure"):
+        name = CILIUM_PRESSURE_MAPS.get(s.labels.get("map_name", ""))
+        if name is None or not _finite(s.value):
+            continue
+        facts.sources.add("cilium")
+        m = facts.map(name)
+        if m.entries is None:
+            m.pressure = max(0.0, s.value)
+            m.entries_series = f'cilium_bpf_map_pressure{{map_name="{s.labels["map_name"]}"}}'
+    for facts, s in each("pressure_growth"):
+        name = CILIUM_PRESSURE_MAPS.get(s.labels.get("map_name", ""))
+        if name is not None and facts.map(name).pressure is not None and _finite(s.value):
+            facts.map(name).growth = s.value  # a share of the map per second, until a capacity is known
+    for facts, s in each("gc_interval"):
+        if _finite(s.value) and s.value > 0:
+            facts.sources.add("cilium")
+            facts.gc_interval = s.value
+            facts.gc_interval_series = "cilium_datapath_conntrack_gc_interval_seconds"
+    for facts, s in each("gc_duration"):
+        family = s.labels.get("family", "")
+        if family in CT_MAPS and _finite(s.value):
+            facts.observed_gc[family] = facts.observed_gc.get(family, 0.0) + s.value
+    for facts, s in each("ct_clean"):
+        if _finite(s.value):
+            facts.observed_ct_clean = s.value

@@ -1,0 +1,265 @@
+"""``ctsim fleet``: read the fleet, rank it, simulate the riskiest, print a table (rich), JSON or CSV."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from collections.abc import Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from ctsim.errors import InputError
+from ctsim.fleet.risk import Assumptions, NodeRisk
+from ctsim.fleet.series import FleetRead
+from ctsim.quantity import format_count, format_duration, parse_float
+
+if TYPE_CHECKING:
+    from ctsim.fleet.prometheus import Transport
+
+_LEVEL_STYLE = {"critical": "bold red", "warning": "bold yellow", "ok": "green", "unknown": "dim"}
+
+# CSV columns: one row per node, flat, in rank order.
+CSV_COLUMNS = (
+    "rank", "node", "level", "sources", "entries", "max_entries", "walk_seconds_ipv4", "walk_seconds_ipv6",
+    "scrub_seconds", "pods", "pods_source", "burst_seconds", "deadline_seconds", "deadline_ratio", "safe_burst",
+    "growth_per_hour", "seconds_until_deadline", "gc_interval_seconds", "walk_rate_source",
+    "observed_gc_seconds_ipv4", "observed_ct_clean_seconds", "simulated_verdict", "simulated_recovered_at_s",
+    "flags", "unknown",
+)  # fmt: skip
+
+
+def _total(r: NodeRisk, key: str) -> int | None:
+    values = [m[key] for m in r.maps.values()]
+    return sum(values) if values and all(v is not None for v in values) else None
+
+
+def _eta(seconds: float | None) -> str:
+    if seconds is None:
+        return "—"
+    if math.isinf(seconds):
+        return "not growing"
+    return "already" if seconds == 0 else format_duration(seconds)
+
+
+def _rate_sources(r: NodeRisk) -> str:
+    return "; ".join(sorted({v["source"] for v in r.walk_rate.values()}))
+
+
+def _short(source: str) -> str:
+    """A walk rate's source in a table cell: ctwatch (measured), --rate, calibration, or the profile."""
+    if source.startswith("ctwatch_"):
+        label = source.partition('source="')[2].rstrip('"}')
+        return f"ctwatch ({label})" if label else "ctwatch"
+    if source.startswith("--calibration"):
+        return "calibration"
+    return source.removeprefix("profile ")
+
+
+def csv_text(rows: list[NodeRisk]) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    for i, r in enumerate(rows, 1):
+        sim = r.simulated or {}
+        writer.writerow(
+            [
+                i, r.node, r.level, " ".join(r.sources), _total(r, "entries"), _total(r, "max_entries"),
+                r.walk_seconds.get("ipv4"), r.walk_seconds.get("ipv6"), r.scrub_seconds, r.pods, r.pods_source,
+                r.burst_seconds, r.deadline, r.deadline_ratio, r.safe_burst, r.growth_per_hour,
+                "inf" if r.seconds_until_deadline == math.inf else r.seconds_until_deadline,
+                r.gc_interval, _rate_sources(r), r.observed_gc_seconds.get("ipv4"), r.observed_ct_clean_seconds,
+                sim.get("verdict"), sim.get("recovered_at_s"), " | ".join(r.flags), " | ".join(r.unknown),
+            ]
+        )  # fmt: skip
+    return out.getvalue()
+
+
+def json_doc(rows: list[NodeRisk], read: FleetRead, url: str, node_label: str, query_seconds: float) -> dict[str, Any]:
+    return {
+        "prometheus_url": url,
+        "queried_at": read.queried_at,
+        "node_label": node_label,
+        "nodes": [{"rank": i, **r.to_dict()} for i, r in enumerate(rows, 1)],
+        "sources": {
+            "queries": read.queries,
+            "series": read.series,
+            "unlabelled_series": read.unlabelled,
+            "query_seconds": query_seconds,
+        },
+    }
+
+
+def render(rows: list[NodeRisk], read: FleetRead, url: str, limit: int | None = None) -> None:
+    """The ranking: worst first, one line a node, then what the read saw and what it assumed."""
+    from rich.table import Table
+
+    from ctsim.tables import plain_console
+
+    console = plain_console()
+    simulated = any(r.simulated for r in rows)
+    table = Table(
+        "#", "node", "level", "entries", "of", "walk s", "burst s", "of deadline", "safe burst",
+        "growth/h", "to deadline", "GC interval", "rate from",
+        *(("simulated", "recovered") if simulated else ()), "notes",
+    )  # fmt: skip
+    shown = rows if limit is None else rows[:limit]
+    for i, r in enumerate(shown, 1):
+        entries, cap = _total(r, "entries"), _total(r, "max_entries")
+        sim = r.simulated or {}
+        recovered = sim.get("recovered_at_s")
+        cells = [
+            str(i),
+            r.node,
+            r.level,
+            "—" if entries is None else format_count(entries),
+            "—" if cap is None else format_count(cap),
+            "—" if r.scrub_seconds is None else f"{r.scrub_seconds:.1f}",
+            "—" if r.burst_seconds is None else f"{r.burst_seconds:.0f} ({r.pods} pods)",
+            "—" if r.deadline_ratio is None else f"{r.deadline_ratio:.0%} of {r.deadline:g}s",
+            "—" if not r.known else "any" if r.safe_burst is None else str(r.safe_burst),
+            "—" if r.growth_per_hour is None else f"{r.growth_per_hour:+,.0f}",
+            _eta(r.seconds_until_deadline),
+            "—" if r.gc_interval is None else format_duration(r.gc_interval),
+            "; ".join(sorted({_short(v["source"]) for v in r.walk_rate.values()})) or "—",
+        ]
+        if simulated:
+            cells += [sim.get("verdict", ""), "" if recovered is None else format_duration(recovered)]
+        cells.append("; ".join(r.unknown + r.flags))
+        table.add_row(*cells, style=_LEVEL_STYLE.get(r.level, ""))
+    console.print(table)
+    levels = {lv: sum(r.level == lv for r in rows) for lv in ("critical", "warning", "ok", "unknown")}
+    counts = ", ".join(f"{n} {lv}" for lv, n in levels.items() if n)
+    more = f" (the first {len(shown)} shown; --limit)" if len(shown) < len(rows) else ""
+    console.print(f"{len(rows)} nodes{more}: {counts}. Read from {url} in {len(read.queries)} queries.")
+    if read.unlabelled:
+        console.print(f"{read.unlabelled} series carried no node label and were left out (--node-label).")
+
+
+def _assumptions(
+    profile: str,
+    rate: str | None,
+    calibration: str | None,
+    pods: str | None,
+    max_entries: str | None,
+    node_memory: str | None,
+    map_ratio: str | None,
+) -> Assumptions:
+    """The fleet-wide inputs, checked before any query."""
+    from ctsim.calibration import load
+    from ctsim.defaults import DEFAULT_DYNAMIC_SIZE_RATIO, LIMIT_TABLE_MAX
+    from ctsim.profiles import get_profile
+    from ctsim.quantity import format_bytes, parse_count, parse_float
+    from ctsim.scenario import MAX_NODE_MEMORY, MAX_PODS, MAX_WALK_RATE
+    from ctsim.sizing import ct_map_sizes
+
+    prof = get_profile(profile)
+    a = Assumptions(profile=prof, pods=parse_count(pods, "--pods", minimum=1, maximum=MAX_PODS) if pods else None)
+    if rate is not None and calibration is not None:
+        raise InputError("--rate and --calibration: give one walk rate")
+    if rate is not None:
+        a = replace(a, rate=float(parse_count(rate, "--rate", minimum=1, maximum=MAX_WALK_RATE)), rate_source="--rate")
+    elif calibration is not None:
+        cal = load(calibration)
+        bucket = (
+            cal.batch_bucket_seconds if prof.walk == "batched" and cal.batch_bucket_seconds else prof.bucket_seconds
+        )
+        a = replace(a, rate=cal.walk_rate(prof.walk), rate_source=f"--calibration {calibration}", bucket_seconds=bucket)
+    if max_entries is not None and (node_memory is not None or map_ratio is not None):
+        raise InputError("--max-entries and --node-memory/--map-ratio: give one way to size the maps")
+    if max_entries is not None:
+        tcp = parse_count(max_entries, "--max-entries", minimum=1, maximum=LIMIT_TABLE_MAX)
+        a = replace(a, capacity=(tcp, tcp), capacity_source="--max-entries")
+    elif node_memory is not None or map_ratio is not None:
+        if node_memory is None:
+            raise InputError("--map-ratio: give --node-memory too")
+        memory = parse_count(node_memory, "--node-memory", minimum=1, maximum=MAX_NODE_MEMORY)
+        ratio = (
+            parse_float(map_ratio, "--map-ratio", low=0.0, high=1.0)
+            if map_ratio is not None
+            else DEFAULT_DYNAMIC_SIZE_RATIO
+        )
+        sizes = ct_map_sizes(memory, ratio)
+        how = f"sized from --node-memory {format_bytes(memory)} x {ratio:g}"
+        a = replace(a, capacity=(sizes.tcp, sizes.any), capacity_source=how)
+    return a
+
+
+def run_fleet(
+    transport: Transport,
+    url: str,
+    *,
+    pods: str | None,
+    window: str,
+    node_label: str,
+    selector: str | None,
+    at: str | None,
+    profile: str,
+    rate: str | None,
+    calibration: str | None,
+    max_entries: str | None,
+    node_memory: str | None,
+    map_ratio: str | None,
+    simulate: int,
+    processes: int,
+    scheduler: str | None,
+    limit: str | None,
+    as_json: bool,
+    csv_path: str | None,
+    fail_on: str | None,
+    progress: Callable[..., Any],
+) -> int:
+    """The whole command; returns its exit code (1: a node at --fail-on's level or worse)."""
+    from ctsim.capacity.pool import check_scheduler
+    from ctsim.files import check_writable, write_atomic
+    from ctsim.fleet.prometheus import Client
+    from ctsim.fleet.risk import assess, rank
+    from ctsim.fleet.series import Query, read_fleet
+    from ctsim.quantity import parse_count
+
+    if fail_on is not None and fail_on not in FAIL_ON:
+        raise InputError(f"--fail-on: warning or critical, got {fail_on!r}")
+    if csv_path is not None and csv_path != "-":
+        check_writable(csv_path, "--csv")
+    check_scheduler(scheduler)
+    shown = parse_count(limit, "--limit", minimum=1) if limit is not None else None
+    when = parse_float(at, "--time", low=0.0, high=1e11) if at is not None else None
+    assumptions = _assumptions(profile, rate, calibration, pods, max_entries, node_memory, map_ratio)
+    query = Query(node_label=node_label, selector=selector or "", window=window, at=when)
+    with Client(url, transport) as client:
+        read = read_fleet(client, query)
+        query_seconds = client.seconds
+    if not read.nodes:
+        where = f" matching {selector}" if selector else ""
+        raise InputError(
+            f"--prometheus-url: no ctwatch or Cilium CT series{where} at {url} "
+            f"(nothing scrapes ctwatch or the agents, or the selector matches nothing)"
+        )
+    rows = rank([assess(facts, assumptions) for facts in read.nodes.values()])
+    if simulate:
+        from ctsim.fleet.simulate import simulate as run_model
+
+        base = {"profile": profile, "calibration": calibration, "rate": rate}
+        progress(
+            lambda bar: run_model(
+                rows, simulate, base, processes or None, scheduler, lambda done, total: bar("simulate", 1, total)
+            )
+        )
+    if csv_path is not None:
+        text = csv_text(rows)
+        if csv_path == "-":
+            print(text, end="")
+        else:
+            write_atomic(csv_path, text)
+    if as_json:
+        import json
+
+        print(json.dumps(json_doc(rows, read, url, node_label, query_seconds), indent=2, allow_nan=False))
+    elif csv_path != "-":
+        render(rows, read, url, shown)
+    if fail_on is not None and any(r.level in FAIL_ON[: FAIL_ON.index(fail_on) + 1] for r in rows):
+        return 1
+    return 0
+
+
+FAIL_ON = ("critical", "warning")  # --fail-on warning also fails on critical

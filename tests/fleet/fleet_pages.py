@@ -1,0 +1,174 @@
+"""A fixture fleet: each node's pages as ctwatch and a Cilium agent would serve them.
+
+ctwatch pages come from ctwatch's own code (readings -> Assessor ->
+SnapshotCollector -> prometheus-client), Cilium pages from prometheus-client
+metric families: no exposition text is written by hand. Each node's facts
+are kept (``Node``) so a test can project them with ``ctsim.projection``
+and compare with what ``ctsim fleet`` read back through Prometheus.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from ctwatch.assess import Assessor, Thresholds
+from ctwatch.exposition import SnapshotCollector, new_registry
+from ctwatch.readings import FAMILY_OF_MAP, MapReading, SourceResult
+from ctwatch.watcher import Snapshot
+from prometheus_client import generate_latest
+from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from ctsim.defaults import CILIUM_PRESSURE_MAPS, CT_MAPS
+
+T0 = time.time()
+PRESSURE_NAME = {pinned: label for label, pinned in CILIUM_PRESSURE_MAPS.items()}
+
+
+@dataclass
+class Node:
+    """One node's facts. ``maps``: pinned name -> (entries at T0, capacity); ``slope``: entries/s on the TCP map."""
+
+    name: str
+    cluster: str
+    ctwatch: bool
+    cilium: bool
+    maps: dict[str, tuple[int, int]]
+    rate: float = 213_000.0
+    burst: int = 10
+    deadline: float = 90.0
+    slope: float = 0.0
+    down: tuple[str, ...] = ()  # ctwatch sources that fail
+    gc_mean: dict[str, float] = field(default_factory=dict)  # family -> mean completed GC pass (Cilium)
+    ct_clean_mean: float | None = None
+    gc_interval: float | None = None
+    pressure: bool = True  # Cilium exports CT map pressure
+
+    def entries(self, name: str, now: float) -> int:
+        e, cap = self.maps[name]
+        grown = e + round(self.slope * (now - T0)) if name == CT_MAPS["ipv4"][0] else e
+        return max(0, min(cap, grown))
+
+
+def ctwatch_page(node: Node, now: float) -> str:
+    results: dict[str, SourceResult] = {}
+    bpf = SourceResult("bpf", up="bpf" not in node.down, duration_s=0.01)
+    if bpf.up:
+        bpf.readings = [
+            MapReading("bpf", FAMILY_OF_MAP[name], name, node.entries(name, now), cap)
+            for name, (_, cap) in node.maps.items()
+        ]
+        bpf.walk_rates = {FAMILY_OF_MAP[name]: node.rate for name in node.maps}
+    results["bpf"] = bpf
+    metrics = SourceResult("cilium_metrics", up="cilium_metrics" not in node.down and node.cilium, duration_s=0.01)
+    if metrics.up and node.gc_interval is not None:
+        metrics.extra["gc_interval_seconds"] = node.gc_interval
+    results["cilium_metrics"] = metrics
+    thresholds = Thresholds(burst=node.burst, deadline_s=node.deadline)
+    families = Assessor(thresholds, 213_000.0).assess(now, results)
+    collector = SnapshotCollector(thresholds)
+    collector.update(Snapshot(results, families, 0.001, 1.0, 1, {}))
+    return generate_latest(new_registry(collector)).decode()
+
+
+class _Cilium(Collector):
+    def __init__(self, node: Node, now: float) -> None:
+        self.node, self.now = node, now
+
+    def collect(self) -> Iterator[GaugeMetricFamily | HistogramMetricFamily]:
+        n, now = self.node, self.now
+        if n.pressure:
+            p = GaugeMetricFamily("cilium_bpf_map_pressure", "Fill percentage of map", labels=["map_name"])
+            for name, (_, cap) in n.maps.items():
+                p.add_metric([PRESSURE_NAME[name]], n.entries(name, now) / cap)
+            p.add_metric(["lb4_services_v2"], 0.001)
+            yield p
+        if n.gc_interval is not None:
+            yield GaugeMetricFamily("cilium_datapath_conntrack_gc_interval_seconds", "GC interval", value=n.gc_interval)
+        passes = (now - T0 + 3600.0) / 60.0  # a pass a minute, so increase() over any window sees some
+        gc = HistogramMetricFamily(
+            "cilium_datapath_conntrack_gc_duration_seconds", "GC duration", labels=["family", "protocol", "status"]
+        )
+        for family, mean in n.gc_mean.items():
+            for protocol in ("TCP", "non-TCP"):
+                share = mean / 2  # each map's pass takes half the family's walk
+                gc.add_metric([family, protocol, "completed"], [("+Inf", passes)], sum_value=passes * share)
+        yield gc
+        if n.ct_clean_mean is not None:
+            regen = HistogramMetricFamily(
+                "cilium_endpoint_regeneration_time_stats_seconds", "Regeneration", labels=["scope", "status"]
+            )
+            regen.add_metric(["waitingForCTClean", "success"], [("+Inf", passes)], sum_value=passes * n.ct_clean_mean)
+            yield regen
+
+
+def cilium_page(node: Node, now: float) -> str:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Cilium(node, now))
+    return generate_latest(registry).decode()
+
+
+def fleet(n: int = 240) -> list[Node]:
+    """``n`` nodes of every kind, deterministic: ctwatch and Cilium, ctwatch only, Cilium only, partial, stale."""
+    tcp, any_ = CT_MAPS["ipv4"]
+    tcp6, any6 = CT_MAPS["ipv6"]
+    nodes = []
+    for i in range(n):
+        kind = i % 8
+        cluster = "prod-eu" if i % 2 == 0 else "prod-us"
+        cap = 1 << (18 + i % 7)  # 256Ki .. 16Mi
+        entries = (i * 7919) % cap
+        maps = {tcp: (entries, cap), any_: (entries // 4, cap // 2)}
+        node = Node(f"node-{i:03d}", cluster, ctwatch=True, cilium=True, maps=maps, rate=150_000.0 + 1_000 * (i % 50))
+        if kind in (0, 1, 2):  # both sources
+            node.gc_mean = {"ipv4": (entries + entries // 4) / node.rate * (10.0 if i % 24 == 0 else 1.0)}
+            node.ct_clean_mean = (entries + entries // 4) / node.rate * 1.5
+        elif kind == 3:  # dual stack, ctwatch only
+            node.cilium = False
+            node.maps = {**maps, tcp6: (entries // 2, cap), any6: (entries // 8, cap // 2)}
+            node.burst = 20
+        elif kind == 4:  # ctwatch only, growing
+            node.cilium = False
+            node.slope = 50.0 + i
+        elif kind == 5:  # Cilium only: a capacity must come from flags
+            node.ctwatch = False
+            node.gc_interval = 3600.0 * (1 + i % 12)
+        elif kind == 6:  # ctwatch's bpf source down: counts from Cilium only
+            node.down = ("bpf",)
+        else:  # Cilium without CT pressure: nothing to project
+            node.ctwatch = False
+            node.pressure = False
+            node.gc_interval = 43_200.0
+        nodes.append(node)
+    return nodes
+
+
+def render(nodes: dict[str, Node], path: str) -> str | None:
+    """``/ctwatch/<node>`` and ``/cilium/<node>``."""
+    _, kind, name = ([*path.split("?")[0].split("/"), "", ""])[:3]
+    node = nodes.get(name)
+    if node is None:
+        return None
+    now = time.time()
+    if kind == "ctwatch" and node.ctwatch:
+        return ctwatch_page(node, now)
+    if kind == "cilium" and node.cilium:
+        return cilium_page(node, now)
+    return None
+
+
+def sd_targets(address: str, nodes: list[Node]) -> list[dict[str, object]]:
+    out: list[dict[str, object]] = []
+    for n in nodes:
+        for kind, on in (("ctwatch", n.ctwatch), ("cilium", n.cilium)):
+            if on:
+                out.append(
+                    {
+                        "targets": [address],
+                        "labels": {"job": kind, "instance": n.name, "cluster": n.cluster,
+                                   "__metrics_path__": f"/{kind}/{n.name}"},
+                    }
+                )  # fmt: skip
+    return out

@@ -1,0 +1,206 @@
+"""``ctsim fleet`` against a real Prometheus scraping 240 fixture nodes of every kind.
+
+Every figure of a row is checked against ``ctsim.projection`` on the facts
+the fixture node was built from; ranking, merging, selectors, exit codes and
+output formats through the command line, as a user runs them.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ctsim.defaults import CT_MAPS, DEFAULT_REGENERATION
+from ctsim.projection import LEVELS, FamilyWalk, burst_seconds, level_of, safe_burst
+from ctsim.sizing import ct_map_sizes
+from tests.fleet.fleet_pages import Node, fleet, render, sd_targets
+from tests.support.prometheus import pages, prometheus, wait_for
+
+N = 240
+WINDOW = "20s"
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, Node]]]:
+    nodes = fleet(N)
+    by = {n.name: n for n in nodes}
+    with pages(lambda path: render(by, path)) as address:
+        sd = sd_targets(address, nodes)
+        with prometheus(tmp_path_factory.mktemp("prom"), sd) as url:
+            wait_for(url, "count(up == 1)", len(sd))
+            # deriv() over the window needs samples across it: every target scraped for 8 s at least.
+            wait_for(url, f"count(count_over_time(up[{WINDOW}]) >= 8)", len(sd), timeout_s=90)
+            yield url, by
+
+
+def fleet_cmd(url: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ctsim", "fleet", "--prometheus-url", url, "--window", WINDOW, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def fleet_json(url: str, *args: str) -> dict[str, Any]:
+    out = fleet_cmd(url, "--json", *args)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def _walks(node: Node, now: float) -> list[FamilyWalk]:
+    walks = []
+    for family, names in CT_MAPS.items():
+        counts = [node.entries(name, now) for name in names if name in node.maps]
+        if counts:
+            walks.append(FamilyWalk(family, tuple(float(c) for c in counts), node.rate))
+    return walks
+
+
+def test_every_node_once_ranked_worst_first_with_figures_from_the_projection(live: tuple[str, dict[str, Node]]) -> None:
+    url, by = live
+    doc = fleet_json(url)
+    rows = doc["nodes"]
+    assert sorted(r["node"] for r in rows) == sorted(by)  # ctwatch and Cilium series of a node are one row
+    assert len(doc["sources"]["queries"]) == 14  # one query per metric, whatever the fleet's size
+    ratios = [r["deadline_ratio"] for r in rows if r["deadline_ratio"] is not None]
+    assert ratios == sorted(ratios, reverse=True)
+    known = [r for r in rows if r["deadline_ratio"] is not None]
+    assert rows[: len(known)] == known  # nodes that cannot be projected come last
+    checked = 0
+    for r in known:
+        node = by[r["node"]]
+        if node.slope or "bpf" in node.down:
+            continue  # growing (checked apart) or counted by Cilium alone (no capacity without flags)
+        walks = _walks(node, time.time())
+        assert r["pods"] == node.burst and r["deadline"] == node.deadline
+        for w in walks:
+            assert r["walk_seconds"][w.family] == pytest.approx(w.seconds, rel=1e-12)
+            assert r["walk_rate"][w.family]["entries_per_second"] == node.rate
+        burst = burst_seconds(walks, node.burst) + DEFAULT_REGENERATION
+        assert r["burst_seconds"] == pytest.approx(burst, rel=1e-12)
+        assert r["deadline_ratio"] == pytest.approx(burst / node.deadline, rel=1e-12)
+        assert r["safe_burst"] == safe_burst(walks, node.deadline, DEFAULT_REGENERATION)
+        assert r["level"] == LEVELS[level_of(burst / node.deadline)]
+        for name, (entries, cap) in node.maps.items():
+            assert r["maps"][name]["entries"] == entries and r["maps"][name]["max_entries"] == cap
+        checked += 1
+    assert checked >= 100
+
+
+def test_nodes_without_what_a_projection_needs_say_why(live: tuple[str, dict[str, Node]]) -> None:
+    url, by = live
+    rows = {r["node"]: r for r in fleet_json(url)["nodes"]}
+    for name, node in by.items():
+        r = rows[name]
+        if not node.pressure and not node.ctwatch:
+            assert r["level"] == "unknown" and "no CT map count" in r["unknown"][0]
+        elif not node.ctwatch or "bpf" in node.down:  # Cilium's pressure, and no capacity
+            assert r["level"] == "unknown" and "no series gives its capacity" in r["unknown"][0]
+        if node.down:
+            assert any("sources down: bpf" in f for f in r["flags"])
+        if not node.ctwatch and node.gc_interval:
+            assert r["gc_interval"] == node.gc_interval
+
+
+def test_cilium_only_nodes_are_sized_from_node_memory(live: tuple[str, dict[str, Node]]) -> None:
+    url, by = live
+    rows = {r["node"]: r for r in fleet_json(url, "--node-memory", "256Gi", "--map-ratio", "0.005")["nodes"]}
+    sizes = ct_map_sizes(256 << 30, 0.005)
+    tcp, any_ = CT_MAPS["ipv4"]
+    for name, node in by.items():
+        if (node.ctwatch and "bpf" not in node.down) or not node.pressure:
+            continue
+        r = rows[name]
+        assert r["maps"][tcp]["max_entries"] == sizes.tcp and r["maps"][any_]["max_entries"] == sizes.any
+        # Cilium's pressure is count / its own capacity; times the capacity given here:
+        want = node.entries(tcp, time.time()) / node.maps[tcp][1] * sizes.tcp
+        assert r["maps"][tcp]["entries"] == round(want)
+        assert r["walk_rate"]["ipv4"]["source"] in (
+            "profile cilium-1.16",
+            'ctwatch_walk_rate_entries_per_second{source="measured"}',
+        )
+
+
+def test_growth_over_the_window_and_the_eta(live: tuple[str, dict[str, Node]]) -> None:
+    url, by = live
+    rows = {r["node"]: r for r in fleet_json(url)["nodes"]}
+    growing = [n for n in by.values() if n.slope]
+    assert len(growing) >= 20
+    for node in growing:
+        r = rows[node.name]
+        assert r["growth_per_hour"] == pytest.approx(node.slope * 3600, rel=0.03)
+        eta = r["seconds_until_deadline"]
+        assert eta == 0.0 if r["deadline_ratio"] >= 1 else eta is None or eta > 0  # JSON: +Inf is null
+    static = [n for n in by.values() if n.ctwatch and not n.slope and not n.down]
+    assert all(rows[n.name]["growth_per_hour"] == 0 for n in static)
+
+
+def test_a_projection_the_agent_disagrees_with_is_flagged(live: tuple[str, dict[str, Node]]) -> None:
+    url, by = live
+    rows = {r["node"]: r for r in fleet_json(url)["nodes"]}
+    for name, node in by.items():
+        if not node.gc_mean.get("ipv4") or not node.ctwatch:
+            continue
+        r = rows[name]
+        assert r["observed_gc_seconds"]["ipv4"] == pytest.approx(node.gc_mean["ipv4"], rel=1e-6)
+        off = node.gc_mean["ipv4"] / r["walk_seconds"]["ipv4"]
+        assert any("GC passes took" in f for f in r["flags"]) == (not 0.5 <= off <= 2), (name, off, r["flags"])
+        assert r["observed_ct_clean_seconds"] == pytest.approx(node.ct_clean_mean, rel=1e-6)
+
+
+def test_selector_pods_and_fail_on(live: tuple[str, dict[str, Node]]) -> None:
+    url, by = live
+    eu = fleet_json(url, "--selector", 'cluster="prod-eu"', "--pods", "3")
+    assert sorted(r["node"] for r in eu["nodes"]) == sorted(n for n, v in by.items() if v.cluster == "prod-eu")
+    assert all(r["pods"] == 3 and r["pods_source"] == "--pods" for r in eu["nodes"])
+    crit = fleet_cmd(url, "--fail-on", "critical", "--limit", "3")
+    assert crit.returncode == 1, crit.stderr
+    one = next(r for r in fleet_json(url)["nodes"] if r["level"] == "ok")
+    ok = fleet_cmd(url, "--fail-on", "warning", "--selector", f'instance="{one["node"]}"')
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert one["node"] in ok.stdout
+
+
+def test_csv_and_the_piped_table(live: tuple[str, dict[str, Node]], tmp_path: Path) -> None:
+    url, _by = live
+    at = f"{time.time() - 2:.3f}"  # one evaluation time for both reads: growing nodes move in the ranking
+    out = fleet_cmd(url, "--csv", str(tmp_path / "fleet.csv"), "--time", at)
+    assert out.returncode == 0, out.stderr
+    rows = list(csv.DictReader(io.StringIO((tmp_path / "fleet.csv").read_text())))
+    assert len(rows) == N and rows[0]["rank"] == "1"
+    doc = fleet_json(url, "--time", at)
+    assert doc["queried_at"] == float(at)
+    assert [r["node"] for r in rows] == [r["node"] for r in doc["nodes"]]
+    first = doc["nodes"][0]
+    assert float(rows[0]["deadline_ratio"]) == pytest.approx(first["deadline_ratio"], rel=1e-12)
+    lines = out.stdout.splitlines()  # piped: one full line per node, no cut words
+    assert f"{N} nodes" in out.stdout and "…" not in out.stdout
+    assert sum(1 for line in lines if " node-" in line) == N
+    assert not math.isnan(float(rows[0]["walk_seconds_ipv4"]))
+
+
+def test_simulate_runs_the_model_on_the_riskiest_nodes_with_their_own_facts(live: tuple[str, dict[str, Node]]) -> None:
+    url, _by = live
+    doc = fleet_json(url, "--simulate", "3", "--processes", "2", "--selector", 'cluster="prod-us"')
+    simulated = [r for r in doc["nodes"] if r["simulated"]]
+    assert [r["node"] for r in simulated] == [r["node"] for r in doc["nodes"][:3]]
+    for r in simulated:
+        cmd = r["simulated"]["command"]
+        assert f"--entries {r['maps']['cilium_ct4_global']['entries']}" in cmd and f"--pods {r['pods']}" in cmd
+        again = subprocess.run(
+            [sys.executable, "-m", "ctsim", *shlex.split(cmd)[1:], "--json"], capture_output=True, text=True, check=True
+        )
+        assert json.loads(again.stdout)["verdict"] == r["simulated"]["verdict"]

@@ -1,0 +1,180 @@
+"""A real Prometheus server (Debian's ``prometheus``) on a free loopback port, and pages for it to scrape.
+
+The server is the test's own: its config, its TSDB in the test's tmp dir,
+stopped and waited for when the test ends. Pages are served from one real
+HTTP server, one path per node, and found through a file_sd target list
+whose labels set each target's ``instance`` and ``__metrics_path__``, as
+Kubernetes service discovery sets a pod's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.server
+import json
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+from tests.support.needs import need_binary
+
+READY_TIMEOUT_S = 60.0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def pages(render: Callable[[str], str | None]) -> Iterator[str]:
+    """Serves ``render(path)`` as a metrics page (404 when None); yields host:port."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = render(self.path)
+            try:
+                if body is None:
+                    self.send_error(404)
+                    return
+                data = body.encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def targets(address: str, jobs: dict[str, list[tuple[str, str]]]) -> list[dict[str, Any]]:
+    """file_sd groups: per job, one target per (node, path) on ``address``."""
+    return [
+        {"targets": [address], "labels": {"job": job, "instance": node, "__metrics_path__": path}}
+        for job, entries in jobs.items()
+        for node, path in entries
+    ]
+
+
+@contextlib.contextmanager
+def prometheus(
+    tmp: Path,
+    sd: list[dict[str, Any]] | None = None,
+    scrape_interval: str = "1s",
+    tsdb: Path | None = None,
+    web_config: dict[str, Any] | None = None,
+    auth: httpx.Auth | None = None,
+    verify: Any = True,
+    scheme: str = "http",
+) -> Iterator[str]:
+    """Starts Prometheus; yields its base URL once it is ready. ``tsdb``: a data dir to serve (backfilled)."""
+    binary = need_binary("prometheus")
+    tmp.mkdir(parents=True, exist_ok=True)
+    config: dict[str, Any] = {"global": {"scrape_interval": scrape_interval, "evaluation_interval": "1m"}}
+    if sd is not None:
+        (tmp / "targets.json").write_text(json.dumps(sd))
+        config["scrape_configs"] = [
+            {
+                "job_name": "fixtures",
+                "scrape_interval": scrape_interval,
+                "scrape_timeout": scrape_interval,
+                "honor_labels": True,
+                "file_sd_configs": [{"files": [str(tmp / "targets.json")], "refresh_interval": "1s"}],
+            }
+        ]
+    (tmp / "prometheus.yml").write_text(yaml.safe_dump(config))
+    port = free_port()
+    args = [
+        binary,
+        f"--config.file={tmp / 'prometheus.yml'}",
+        f"--storage.tsdb.path={tsdb or tmp / 'data'}",
+        f"--web.listen-address=127.0.0.1:{port}",
+        "--storage.tsdb.retention.time=30d",
+        "--log.level=warn",
+    ]
+    if web_config is not None:
+        (tmp / "web.yml").write_text(yaml.safe_dump(web_config))
+        args.append(f"--web.config.file={tmp / 'web.yml'}")
+    log = open(tmp / "prometheus.log", "wb")  # noqa: SIM115 - closed below, after the process
+    proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"{scheme}://127.0.0.1:{port}"
+    try:
+        _wait_ready(proc, url, auth, verify, tmp / "prometheus.log")
+        yield url
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        log.close()
+
+
+def _wait_ready(proc: subprocess.Popen[bytes], url: str, auth: httpx.Auth | None, verify: Any, log: Path) -> None:
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"prometheus exited {proc.returncode}: {log.read_text()[-2000:]}")
+        try:
+            if httpx.get(f"{url}/-/ready", auth=auth, verify=verify, timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"prometheus not ready in {READY_TIMEOUT_S:g}s: {log.read_text()[-2000:]}")
+
+
+def wait_for(url: str, expr: str, want: float, timeout_s: float = 60.0, **kw: Any) -> None:
+    """Until the instant query ``expr`` returns ``want`` (e.g. every target scraped twice)."""
+    deadline = time.monotonic() + timeout_s
+    got: Any = None
+    while time.monotonic() < deadline:
+        r = httpx.post(f"{url}/api/v1/query", data={"query": expr}, timeout=5, **kw).json()
+        result = r.get("data", {}).get("result", [])
+        got = float(result[0]["value"][1]) if result else None
+        if got == want:
+            return
+        time.sleep(0.25)
+    raise AssertionError(f"{expr} = {got}, not {want}, after {timeout_s:g}s")
+
+
+def backfill(tmp: Path, openmetrics: str) -> Path:
+    """A TSDB made by ``promtool tsdb create-blocks-from openmetrics``: exact samples at exact times."""
+    promtool = need_binary("promtool")
+    source = tmp / "backfill.om"
+    source.write_text(openmetrics)
+    data = tmp / "data"
+    out = subprocess.run(
+        [promtool, "tsdb", "create-blocks-from", "openmetrics", str(source), str(data)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if out.returncode != 0:
+        raise RuntimeError(f"promtool: {out.stdout[-1000:]} {out.stderr[-1000:]}")
+    return data
