@@ -231,10 +231,12 @@ def run_fleet(
         query_seconds = client.seconds
     if not read.nodes:
         where = f" matching {selector}" if selector else ""
-        raise InputError(
-            f"--prometheus-url: no ctwatch or Cilium CT series{where} at {url} "
-            f"(nothing scrapes ctwatch or the agents, or the selector matches nothing)"
+        why = (
+            f"{read.unlabelled} series have no {node_label!r} label: --node-label"
+            if read.unlabelled
+            else "nothing scrapes ctwatch or the agents, or the selector matches nothing"
         )
+        raise InputError(f"--prometheus-url: no ctwatch or Cilium CT series{where} at {url} ({why})")
     rows = rank([assess(facts, assumptions) for facts in read.nodes.values()])
     if simulate:
         from ctsim.fleet.simulate import simulate as run_model

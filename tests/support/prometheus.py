@@ -89,6 +89,7 @@ def prometheus(
     auth: httpx.Auth | None = None,
     verify: Any = True,
     scheme: str = "http",
+    route_prefix: str = "",
 ) -> Iterator[str]:
     """Starts Prometheus; yields its base URL once it is ready. ``tsdb``: a data dir to serve (backfilled)."""
     binary = need_binary("prometheus")
@@ -115,12 +116,14 @@ def prometheus(
         "--storage.tsdb.retention.time=30d",
         "--log.level=warn",
     ]
+    if route_prefix:  # served under a path, as Thanos's and Mimir's query APIs are
+        args += [f"--web.route-prefix={route_prefix}", f"--web.external-url={scheme}://127.0.0.1:{port}{route_prefix}"]
     if web_config is not None:
         (tmp / "web.yml").write_text(yaml.safe_dump(web_config))
         args.append(f"--web.config.file={tmp / 'web.yml'}")
     log = open(tmp / "prometheus.log", "wb")  # noqa: SIM115 - closed below, after the process
     proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"{scheme}://127.0.0.1:{port}"
+    url = f"{scheme}://127.0.0.1:{port}{route_prefix}"
     try:
         _wait_ready(proc, url, auth, verify, tmp / "prometheus.log")
         yield url

@@ -1,0 +1,129 @@
+"""Growth and ETA against known slopes (a TSDB backfilled by promtool), and ``run --from-prometheus``."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import pytest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.openmetrics.exposition import generate_latest
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from ctsim.defaults import DEFAULT_REGENERATION
+from ctsim.projection import FamilyWalk, max_entries_for_burst
+from tests.support.prometheus import backfill, prometheus
+
+STEP = 15.0
+HOUR = 3600.0
+# node -> (TCP entries at END, slope entries/s, TCP capacity, non-TCP entries, walk rate, burst)
+NODES = {
+    "steady": (4_000_000, 0.0, 16_777_216, 1_000_000, 200_000.0, 10),
+    "slow": (3_000_000, 25.0, 16_777_216, 500_000, 180_000.0, 10),
+    "fast": (2_000_000, 400.0, 8_388_608, 250_000, 160_000.0, 20),
+    "shrinking": (6_000_000, -100.0, 16_777_216, 0, 200_000.0, 10),
+    "full": (16_000_000, 10.0, 16_777_216, 2_000_000, 150_000.0, 10),
+}
+
+
+class _History(Collector):
+    """An hour of ctwatch's series at STEP up to ``end``, each sample at its own timestamp."""
+
+    def __init__(self, end: float) -> None:
+        self.end = end
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        labels = ["instance", "source", "family", "map"]
+        entries = GaugeMetricFamily("ctwatch_entries", "Entries present in the table.", labels=labels)
+        caps = GaugeMetricFamily("ctwatch_max_entries", "Capacity of the table.", labels=labels)
+        rate = GaugeMetricFamily(
+            "ctwatch_walk_rate_entries_per_second", "Entries/s.", labels=["instance", "family", "source"]
+        )
+        burst = GaugeMetricFamily("ctwatch_burst_pods", "Burst.", labels=["instance"])
+        steps = int(HOUR / STEP)
+        for node, (tcp, slope, cap, any_, walk, pods) in NODES.items():
+            for i in range(steps + 1):
+                t = self.end - (steps - i) * STEP
+                at_t = tcp - slope * (self.end - t)
+                entries.add_metric([node, "bpf", "ipv4", "cilium_ct4_global"], at_t, timestamp=t)
+                entries.add_metric([node, "bpf", "ipv4", "cilium_ct_any4_global"], any_, timestamp=t)
+                caps.add_metric([node, "bpf", "ipv4", "cilium_ct4_global"], cap, timestamp=t)
+                caps.add_metric([node, "bpf", "ipv4", "cilium_ct_any4_global"], cap // 2, timestamp=t)
+                rate.add_metric([node, "ipv4", "measured"], walk, timestamp=t)
+                burst.add_metric([node], pods, timestamp=t)
+        yield from (entries, caps, rate, burst)
+
+
+@pytest.fixture(scope="module")
+def history(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, float]]:
+    """The server and the last sample's time: 20 s ago, so that an instant query at now still sees it."""
+    tmp = tmp_path_factory.mktemp("backfill")
+    end = float(int(time.time()) - 20)
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_History(end))
+    data = backfill(tmp, generate_latest(registry).decode())
+    with prometheus(tmp / "server", tsdb=data) as url:
+        yield url, end
+
+
+def ctsim(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "ctsim", *args], capture_output=True, text=True, check=False)
+
+
+def test_growth_and_eta_equal_the_known_slopes(history: tuple[str, float]) -> None:
+    url, end = history
+    out = ctsim("fleet", "--prometheus-url", url, "--time", f"{end:.0f}", "--window", "1h", "--json")
+    assert out.returncode == 0, out.stderr
+    rows = {r["node"]: r for r in json.loads(out.stdout)["nodes"]}
+    assert set(rows) == set(NODES)
+    for node, (tcp, slope, cap, any_, walk, pods) in NODES.items():
+        r = rows[node]
+        assert r["maps"]["cilium_ct4_global"]["entries"] == tcp
+        assert r["maps"]["cilium_ct4_global"]["max_entries"] == cap
+        assert r["growth_per_hour"] == pytest.approx(slope * 3600, abs=1e-6)
+        walks = [FamilyWalk("ipv4", (float(tcp), float(any_)), walk)]
+        limit = max_entries_for_burst(walks, pods, 90.0, DEFAULT_REGENERATION)
+        total = tcp + any_
+        eta = r["seconds_until_deadline"]
+        if total >= limit:
+            assert eta == 0.0, node
+        elif slope <= 0:
+            assert eta is None, node  # +Inf: not growing towards it (null in JSON)
+        else:
+            assert eta == pytest.approx((limit - total) / slope, rel=1e-9), node
+
+
+def test_a_shorter_window_sees_the_same_linear_slope(history: tuple[str, float]) -> None:
+    url, end = history
+    out = ctsim("fleet", "--prometheus-url", url, "--time", f"{end:.0f}", "--window", "10m", "--json")
+    rows = {r["node"]: r for r in json.loads(out.stdout)["nodes"]}
+    assert rows["fast"]["growth_per_hour"] == pytest.approx(400 * 3600, rel=1e-9)
+
+
+def test_run_from_prometheus_models_the_node_its_series_describe(history: tuple[str, float]) -> None:
+    history, end = history
+    assert time.time() - end < 290, "the last sample must be inside the 5-minute lookback of a query at now"
+    tcp, _, cap, any_, walk, _ = NODES["fast"]
+    out = ctsim("run", "--from-prometheus", history, "--node", "fast", "--pods", "20", "--json")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    s = doc["inputs"]
+    assert s["entries"] == tcp and s["any_entries"] == any_ and s["max_entries"] == cap
+    assert s["walk_rate"] == round(walk)
+    origins = s["origins"]
+    assert origins["entries"].startswith('live: ctwatch_entries{map="cilium_ct4_global",source="bpf"} of fast')
+    assert origins["walk_rate"].startswith("live: ctwatch_walk_rate_entries_per_second")
+    assert origins["capacity"].startswith("live: ctwatch_max_entries")
+    assert origins["churn"].startswith("preset")  # still assumed, and said so
+    given = ctsim("run", "--from-prometheus", history, "--node", "fast", "--entries", "1000", "--json")
+    assert json.loads(given.stdout)["inputs"]["entries"] == 1000  # what the user gives wins
+    assert json.loads(given.stdout)["inputs"]["origins"]["entries"] == "given"
+    missing = ctsim("run", "--from-prometheus", history, "--node", "nosuch")
+    assert missing.returncode == 2 and "--node: no ctwatch or Cilium CT series" in missing.stderr
+    alone = ctsim("run", "--node", "fast")
+    assert alone.returncode == 2 and "--from-prometheus" in alone.stderr
+    text = ctsim("run", "--from-prometheus", history, "--node", "fast", "--pods", "20")
+    assert "live: ctwatch_entries" in text.stdout and "from Prometheus: fast's series gave" in text.stdout
