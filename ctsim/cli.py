@@ -366,7 +366,14 @@ def fleet(
         typer.Option(metavar="COUNT", help="The burst to project (default: each node's ctwatch_burst_pods, else 10)."),
     ] = None,
     window: Annotated[str, typer.Option(metavar="DURATION", help="Growth over this PromQL window (deriv).")] = "1h",
-    node_label: Annotated[str, typer.Option(metavar="LABEL", help="The label that names a node.")] = "instance",
+    node_label: Annotated[
+        str,
+        typer.Option(
+            metavar="LABEL[,LABEL]",
+            help="The label that names a node; of several, the first a series has (Cilium's chart sets node, "
+            "ctwatch's monitors instance).",
+        ),
+    ] = "node,instance",
     selector: Annotated[
         Str, typer.Option(metavar="MATCHERS", help="Only series matching these, e.g. 'cluster=\"prod-eu\"'.")
     ] = None,

@@ -101,7 +101,7 @@ def render(rows: list[NodeRisk], read: FleetRead, url: str, limit: int | None = 
     table = Table(
         "#", "node", "level", "entries", "of", "walk s", "burst s", "of deadline", "safe burst",
         "growth/h", "to deadline", "GC interval", "rate from",
-        *(("simulated", "recovered") if simulated else ()), "notes",
+        *(("simulated", "all Ready") if simulated else ()), "notes",
     )  # fmt: skip
     shown = rows if limit is None else rows[:limit]
     for i, r in enumerate(shown, 1):

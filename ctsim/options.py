@@ -237,8 +237,10 @@ LIVE_FLAGS: dict[str, tuple[Any, Any]] = {
     ),
     "node": (Annotated[Str, _prom("The node to read (the --node-label value).", "NAME", "Scenario")], None),
     "node_label": (
-        Annotated[str, _prom("The label that names a node in the series.", "LABEL", "Scenario")],
-        "instance",
+        Annotated[
+            str, _prom("The label that names a node; of several, the first a series has.", "LABEL[,LABEL]", "Scenario")
+        ],
+        "node,instance",
     ),
 }
 

@@ -87,23 +87,17 @@ def relabel(scenario: Scenario, used: dict[str, tuple[str, str]], node: str) -> 
 
 
 def read_node(client: Client, node: str, query: Query, assumptions: Assumptions) -> NodeRisk:
-    """One node's row, read with a selector on its label; one clear line when the fleet has no such node."""
-    label = f'{query.node_label}="{_escape(node)}"'
-    q = dataclasses.replace(query, selector=",".join(s for s in (label, query.selector) if s))
-    read = read_fleet(client, q)
+    """One node's row, read with a selector on each node label; one clear line when there is no such node."""
+    read = read_fleet(client, query, only=node)
     if node not in read.nodes:
         raise InputError(
-            f"--node: no ctwatch or Cilium CT series with {label} at {client.url} "
-            f"(is {query.node_label!r} the label that names nodes? --node-label)"
+            f"--node: no ctwatch or Cilium CT series with {' or '.join(query.labels)} = {node!r} at {client.url} "
+            f"(is it the label that names nodes? --node-label)"
         )
     risk = assess(read.nodes[node], assumptions)
     if not risk.maps:
         raise InputError(f"--node {node}: " + "; ".join(risk.unknown))
     return risk
-
-
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"')
 
 
 def from_prometheus(

@@ -101,6 +101,7 @@ def _maps(facts: NodeFacts, a: Assumptions, risk: NodeRisk) -> dict[str, tuple[t
     out: dict[str, tuple[tuple[float, ...], tuple[int, ...]]] = {}
     growth = 0.0
     grew = False
+    unsized: list[str] = []
     for family, names in CT_MAPS.items():
         counts: list[float] = []
         caps: list[int] = []
@@ -112,10 +113,7 @@ def _maps(facts: NodeFacts, a: Assumptions, risk: NodeRisk) -> dict[str, tuple[t
             entries, per_s = m.entries, m.growth
             if entries is None and m.pressure is not None:
                 if cap is None:
-                    risk.unknown.append(
-                        f"{name}: Cilium reports its pressure but no series gives its capacity "
-                        "(run ctwatch, or give --max-entries or --node-memory)"
-                    )
+                    unsized.append(name)
                     continue
                 entries = m.pressure * cap
                 per_s = m.growth * cap if m.growth is not None else None
@@ -135,6 +133,11 @@ def _maps(facts: NodeFacts, a: Assumptions, risk: NodeRisk) -> dict[str, tuple[t
                 grew = True
         if counts:
             out[family] = (tuple(counts), tuple(caps))
+    if unsized:
+        risk.unknown.append(
+            f"Cilium reports the pressure of {', '.join(unsized)} but no series gives "
+            f"{'its' if len(unsized) == 1 else 'their'} capacity (run ctwatch, or give --max-entries or --node-memory)"
+        )
     risk.growth_per_hour = growth * 3600 if grew else None
     return out
 

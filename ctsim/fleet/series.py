@@ -4,8 +4,10 @@ Sources, best first: ctwatch's own series (counts and capacity per map, the
 walk rate it measured, its deadline and burst), then Cilium's
 (``cilium_bpf_map_pressure`` per CT map, which with a capacity gives the
 count; the GC interval where the version exports it; GC and CT-clean
-durations it observed). A node is whatever value ``node_label`` carries;
-series of every source with the same value are one node.
+durations it observed). A node is the value of the first of ``node_label``'s
+labels that a series carries (``node,instance``: Cilium's Helm chart puts the
+node name in ``node``, ctwatch's monitors in ``instance``); series of every
+source with the same value are one node.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from ctsim.fleet.prometheus import Client, Sample
 
 FAMILY_OF_MAP = {name: family for family, names in CT_MAPS.items() for name in names}
 OBSERVED_WINDOW = "1d"  # how far back Cilium's own durations are averaged: GC passes can be 12h apart
+DEFAULT_NODE_LABEL = "node,instance"
 _LABEL = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 _WINDOW = re.compile(r"^([0-9]+(ms|s|m|h|d|w|y))+$")
 
@@ -59,14 +62,14 @@ class NodeFacts:
 class Query:
     """The fleet's read: which label names a node, which series to keep, the growth window."""
 
-    node_label: str = "instance"
+    node_label: str = DEFAULT_NODE_LABEL  # comma-separated: the first a series carries names its node
     selector: str = ""  # PromQL label matchers, e.g. cluster="prod-eu"
     window: str = "1h"
     at: float | None = None  # evaluation time (unix seconds); None: the server's now
 
     def __post_init__(self) -> None:
-        if not _LABEL.match(self.node_label):
-            raise InputError(f"--node-label: not a Prometheus label name: {self.node_label!r}")
+        if not all(_LABEL.match(label) for label in self.node_label.split(",")):
+            raise InputError(f"--node-label: Prometheus label names, comma-separated; got {self.node_label!r}")
         if not _WINDOW.match(self.window):
             raise InputError(f"--window: a PromQL duration such as 30m, 1h or 1d, got {self.window!r}")
         if "{" in self.selector or "}" in self.selector:
@@ -79,8 +82,15 @@ class Query:
         inner = ",".join(m for m in (*matchers, self.selector.strip()) if m)
         return f"{metric}{{{inner}}}"
 
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return tuple(self.node_label.split(","))
+
+    def node_of(self, labels: dict[str, str]) -> str | None:
+        return next((labels[k] for k in self.labels if labels.get(k)), None)
+
     def by(self, *labels: str) -> str:
-        return "by (" + ", ".join((self.node_label, *labels)) + ")"
+        return "by (" + ", ".join((*self.labels, *labels)) + ")"
 
 
 _CT_PRESSURE = 'map_name=~"' + "|".join(CILIUM_PRESSURE_MAPS) + '"'
@@ -124,20 +134,35 @@ class FleetRead:
     unlabelled: int  # series without the node label, left out
 
 
-def read_fleet(client: Client, q: Query) -> FleetRead:
-    """One read of the whole fleet; raises PrometheusError when the API cannot answer."""
+def read_fleet(client: Client, q: Query, only: str | None = None) -> FleetRead:
+    """One read of the whole fleet, or with ``only`` of that node (one read per node label);
+    raises PrometheusError when the API cannot answer."""
+    import dataclasses
     import time
 
     at = q.at if q.at is not None else time.time()
     exprs = queries(q)
-    answers = {name: client.query(expr, at) for name, expr in exprs.items()}
+    if only is None:
+        answers = {name: client.query(expr, at) for name, expr in exprs.items()}
+    else:
+        answers = {name: [] for name in exprs}
+        value = only.replace("\\", "\\\\").replace('"', '\\"')
+        seen: set[tuple[str, frozenset[tuple[str, str]]]] = set()  # a series both labels select, once
+        for label in q.labels:
+            selector = ",".join(m for m in (f'{label}="{value}"', q.selector) if m)
+            for name, expr in queries(dataclasses.replace(q, selector=selector)).items():
+                for s in client.query(expr, at):
+                    key = (name, frozenset(s.labels.items()))
+                    if q.node_of(s.labels) == only and key not in seen:
+                        seen.add(key)
+                        answers[name].append(s)
     nodes: dict[str, NodeFacts] = {}
     unlabelled = 0
 
     def each(name: str) -> Iterable[tuple[NodeFacts, Sample]]:
         nonlocal unlabelled
         for s in answers[name]:
-            node = s.labels.get(q.node_label)
+            node = q.node_of(s.labels)
             if not node:
                 unlabelled += 1
                 continue

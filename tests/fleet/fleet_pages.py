@@ -160,15 +160,16 @@ def render(nodes: dict[str, Node], path: str) -> str | None:
 
 
 def sd_targets(address: str, nodes: list[Node]) -> list[dict[str, object]]:
+    """As the shipped monitors label them: ctwatch's ``instance`` is the node name; Cilium's chart keeps the
+    pod's address in ``instance`` and puts the node name in ``node``."""
     out: list[dict[str, object]] = []
-    for n in nodes:
-        for kind, on in (("ctwatch", n.ctwatch), ("cilium", n.cilium)):
-            if on:
-                out.append(
-                    {
-                        "targets": [address],
-                        "labels": {"job": kind, "instance": n.name, "cluster": n.cluster,
-                                   "__metrics_path__": f"/{kind}/{n.name}"},
-                    }
-                )  # fmt: skip
+    for i, n in enumerate(nodes):
+        common = {"cluster": n.cluster}
+        if n.ctwatch:
+            labels = {"job": "ctwatch", "instance": n.name, "__metrics_path__": f"/ctwatch/{n.name}", **common}
+            out.append({"targets": [address], "labels": labels})
+        if n.cilium:
+            pod = f"10.{i // 250}.{i % 250}.1:9962"
+            labels = {"job": "cilium-agent", "instance": pod, "node": n.name, "__metrics_path__": f"/cilium/{n.name}"}
+            out.append({"targets": [address], "labels": {**labels, **common}})
     return out

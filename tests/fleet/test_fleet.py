@@ -74,6 +74,14 @@ def test_every_node_once_ranked_worst_first_with_figures_from_the_projection(liv
     doc = fleet_json(url)
     rows = doc["nodes"]
     assert sorted(r["node"] for r in rows) == sorted(by)  # ctwatch and Cilium series of a node are one row
+    for r in rows:  # merged across the labels that name it: ctwatch's instance, Cilium's node
+        node = by[r["node"]]
+        seen = {"ctwatch"} if node.ctwatch else set()
+        if node.cilium and (node.pressure or node.gc_interval or node.gc_mean):
+            seen.add("cilium")
+        assert set(r["sources"]) <= seen and (r["sources"] or not seen), (r["node"], r["sources"])
+        if node.ctwatch and node.cilium and "bpf" not in node.down:
+            assert r["sources"] == ["cilium", "ctwatch"]
     assert len(doc["sources"]["queries"]) == 14  # one query per metric, whatever the fleet's size
     ratios = [r["deadline_ratio"] for r in rows if r["deadline_ratio"] is not None]
     assert ratios == sorted(ratios, reverse=True)
@@ -108,7 +116,7 @@ def test_nodes_without_what_a_projection_needs_say_why(live: tuple[str, dict[str
         if not node.pressure and not node.ctwatch:
             assert r["level"] == "unknown" and "no CT map count" in r["unknown"][0]
         elif not node.ctwatch or "bpf" in node.down:  # Cilium's pressure, and no capacity
-            assert r["level"] == "unknown" and "no series gives its capacity" in r["unknown"][0]
+            assert r["level"] == "unknown" and "capacity (run ctwatch" in r["unknown"][0]
         if node.down:
             assert any("sources down: bpf" in f for f in r["flags"])
         if not node.ctwatch and node.gc_interval:
