@@ -282,7 +282,9 @@ def sweep(
 
 
 @app.command(short_help="Size a node: maps, steady table, walk time, safe burst, mitigations.")
+@prometheus_options
 def plan(
+    transport: Transport,
     node_memory: Annotated[str, typer.Option(metavar="BYTES", help="Node memory (64Gi, 2Ti).")] = "64Gi",
     map_ratio: Annotated[str, typer.Option(metavar="RATIO", help="bpf-map-dynamic-size-ratio.")] = "0.0025",
     max_entries: Annotated[
@@ -319,9 +321,26 @@ def plan(
         ),
     ] = 1,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
+    from_prometheus: Annotated[
+        Str,
+        typer.Option(metavar="URL", help="Take the node's map capacity, walk rate and deadline from this Prometheus."),
+    ] = None,
+    node: Annotated[Str, typer.Option(metavar="NAME", help="The node to read (the --node-label value).")] = None,
+    node_label: Annotated[
+        str,
+        typer.Option(metavar="LABEL[,LABEL]", help="The label that names a node; of several, the first a series has."),
+    ] = "node,instance",
 ) -> None:
     """Size a node: CT maps, steady-state table, walk time, safe burst, and simulated mitigations."""
     from ctsim.capacity import plan as planner
+
+    live: dict[str, tuple[str, str]] = {}
+    if from_prometheus is not None or node is not None:
+        from ctsim.fleet.live import live_inputs
+
+        typed = {"max_entries": max_entries, "rate": rate, "deadline": deadline}
+        live = live_inputs(typed, from_prometheus, node, node_label, transport, profile, calibration=calibration)
+        max_entries, rate, deadline = typed["max_entries"], typed["rate"], typed["deadline"]
 
     facts = planner.Facts(
         node_memory=node_memory,
@@ -343,6 +362,8 @@ def plan(
         replications=replications,
     )
     doc = planner.plan(facts)
+    if live:
+        doc["live"] = {flag: {"value": value, "series": series, "node": node} for flag, (value, series) in live.items()}
     if as_json:
         _print_json(doc)
         return

@@ -322,11 +322,7 @@ def live_scenario_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
         flags = {name: values[name] for name in SCENARIO_FLAGS}
         url, node = values["from_prometheus"], values["node"]
-        if url is None:
-            if node is not None:
-                from ctsim.errors import InputError
-
-                raise InputError("--node: give --from-prometheus URL too")
+        if url is None and node is None:
             return {"scenario": resolve(**flags)}
         from ctsim.fleet.live import from_prometheus
 

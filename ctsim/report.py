@@ -254,6 +254,8 @@ def render_plan(doc: dict, console: Terminal | None = None) -> None:
     b = console.style
     i = doc["inputs"]
     mem = doc["map_memory_bytes"] / 2**20
+    for flag, live in doc.get("live", {}).items():
+        console.print(f"--{flag.replace('_', '-')} {live['value']}: live, {live['series']} of {live['node']}")
     console.print(
         f"CT maps: TCP {doc['max_entries']:,} + non-TCP {doc['any_max_entries']:,} entries "
         f"{'per family, dual stack ' if i['ipv6_entries'] is not None else ''}"

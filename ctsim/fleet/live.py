@@ -100,20 +100,39 @@ def read_node(client: Client, node: str, query: Query, assumptions: Assumptions)
     return risk
 
 
-def from_prometheus(
-    flags: dict[str, Any], url: str, node: str | None, node_label: str, transport: Transport
-) -> Scenario:
-    """resolve() over a live node's series: every input they give, unless the user gave it."""
+def live_inputs(
+    flags: dict[str, Any],
+    url: str | None,
+    node: str | None,
+    node_label: str,
+    transport: Transport,
+    profile: str | None,
+    calibration: str | None = None,
+) -> dict[str, tuple[str, str]]:
+    """Fills ``flags`` (only the keys it has) from the node's series where the user gave none; returns what it set."""
     from ctsim.profiles import get_profile
-    from ctsim.scenario import resolve
 
+    if url is None:
+        raise InputError("--node: give --from-prometheus URL too")
     if node is None or not node.strip():
         raise InputError("--from-prometheus: give --node NAME too (the node's --node-label value)")
-    assumptions = Assumptions(profile=get_profile(flags.get("profile") or "cilium-1.16"))
+    assumptions = Assumptions(profile=get_profile(profile or "cilium-1.16"))
     with Client(url, transport) as client:
         risk = read_node(client, node, Query(node_label=node_label), assumptions)
-    used = apply(flags, node_inputs(risk))
-    scenario = relabel(resolve(**flags), used, node)
+    inputs = {k: v for k, v in node_inputs(risk).items() if k in flags}
+    if calibration is not None:  # the user chose the calibrated rate over any measured one
+        inputs.pop("rate", None)
+    return apply(flags, inputs)
+
+
+def from_prometheus(
+    flags: dict[str, Any], url: str | None, node: str | None, node_label: str, transport: Transport
+) -> Scenario:
+    """resolve() over a live node's series: every input they give, unless the user gave it."""
+    from ctsim.scenario import resolve
+
+    used = live_inputs(flags, url, node, node_label, transport, flags.get("profile"), flags.get("calibration"))
+    scenario = relabel(resolve(**flags), used, node or "")
     taken = ", ".join(sorted(_ORIGIN_OF.get(f, f) for f in used)) or "nothing"
     note = (
         f"from Prometheus: {node}'s series gave {taken}; churn, GC drift and cores are still the preset's "

@@ -37,10 +37,10 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[s
     by = {n.name: n for n in nodes}
     with pages(lambda path: render(by, path)) as address:
         sd = sd_targets(address, nodes)
-        with prometheus(tmp_path_factory.mktemp("prom"), sd) as url:
+        with prometheus(tmp_path_factory.mktemp("prom"), sd, scrape_interval="2s") as url:
             wait_for(url, "count(up == 1)", len(sd))
-            # deriv() over the window needs samples across it: every target scraped for 8 s at least.
-            wait_for(url, f"count(count_over_time(up[{WINDOW}]) >= 8)", len(sd), timeout_s=90)
+            # deriv() over the window needs samples across it: every target scraped 6 times at least.
+            wait_for(url, f"count(count_over_time(up[{WINDOW}]) >= 6)", len(sd), timeout_s=90)
             yield url, by
 
 
@@ -132,6 +132,7 @@ def test_cilium_only_nodes_are_sized_from_node_memory(live: tuple[str, dict[str,
         if (node.ctwatch and "bpf" not in node.down) or not node.pressure:
             continue
         r = rows[name]
+        assert tcp in r["maps"], (name, r)
         assert r["maps"][tcp]["max_entries"] == sizes.tcp and r["maps"][any_]["max_entries"] == sizes.any
         # Cilium's pressure is count / its own capacity; times the capacity given here:
         want = node.entries(tcp, time.time()) / node.maps[tcp][1] * sizes.tcp

@@ -127,3 +127,23 @@ def test_run_from_prometheus_models_the_node_its_series_describe(history: tuple[
     assert alone.returncode == 2 and "--from-prometheus" in alone.stderr
     text = ctsim("run", "--from-prometheus", history, "--node", "fast", "--pods", "20")
     assert "live: ctwatch_entries" in text.stdout and "from Prometheus: fast's series gave" in text.stdout
+
+
+def test_plan_from_prometheus_takes_the_capacity_and_rate(history: tuple[str, float]) -> None:
+    url, end = history
+    assert time.time() - end < 290
+    _, _, cap, _, walk, _ = NODES["slow"]
+    out = ctsim("plan", "--from-prometheus", url, "--node", "slow", "--json")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["max_entries"] == cap and doc["inputs"]["walk_rate"] == walk
+    assert doc["live"]["max_entries"]["series"] == 'ctwatch_max_entries{map="cilium_ct4_global"}'
+    given = json.loads(ctsim("plan", "--from-prometheus", url, "--node", "slow", "--rate", "99000", "--json").stdout)
+    assert given["inputs"]["walk_rate"] == 99000 and "rate" not in given["live"]
+    text = ctsim("plan", "--from-prometheus", url, "--node", "slow")
+    assert "--max-entries 16777216: live, ctwatch_max_entries" in text.stdout
+    for args, word in ((["--node", "slow"], "--from-prometheus"), (["--from-prometheus", url], "--node")):
+        bad = ctsim("plan", *args)
+        assert bad.returncode == 2 and word in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+        bad = ctsim("run", *args)
+        assert bad.returncode == 2 and word in bad.stderr and len(bad.stderr.strip().splitlines()) == 1

@@ -59,8 +59,7 @@ def pages(render: Callable[[str], str | None]) -> Iterator[str]:
         def log_message(self, *args: object) -> None:
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
+    server = _Server(("127.0.0.1", 0), Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -70,13 +69,12 @@ def pages(render: Callable[[str], str | None]) -> Iterator[str]:
         server.server_close()
 
 
-def targets(address: str, jobs: dict[str, list[tuple[str, str]]]) -> list[dict[str, Any]]:
-    """file_sd groups: per job, one target per (node, path) on ``address``."""
-    return [
-        {"targets": [address], "labels": {"job": job, "instance": node, "__metrics_path__": path}}
-        for job, entries in jobs.items()
-        for node, path in entries
-    ]
+class _Server(http.server.ThreadingHTTPServer):
+    """Hundreds of targets scraped each second: the default backlog of 5 refused some, and each refusal
+    made Prometheus mark that target's series stale."""
+
+    daemon_threads = True
+    request_queue_size = 1024
 
 
 @contextlib.contextmanager
