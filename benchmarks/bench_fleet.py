@@ -23,14 +23,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.openmetrics.exposition import generate_latest
-from prometheus_client.registry import Collector, CollectorRegistry
 
 from ctsim.fleet.prometheus import Client
 from ctsim.fleet.risk import Assumptions, assess, rank
@@ -38,49 +33,39 @@ from ctsim.fleet.series import Query, read_fleet
 from ctsim.fleet.simulate import simulate
 from ctsim.fleet_view import json_doc
 from ctsim.profiles import get_profile
-from tests.support.prometheus import backfill, prometheus
+from tests.support.prometheus import Series, backfill, history, prometheus
 
 STEP = 60.0
 SAMPLES = 6  # deriv() over 5 minutes
 
 
-class _Fleet(Collector):
-    def __init__(self, nodes: int, end: float) -> None:
-        self.nodes, self.end = nodes, end
-
-    def collect(self) -> Iterator[GaugeMetricFamily]:
-        labels = ["instance", "source", "family", "map"]
-        entries = GaugeMetricFamily("ctwatch_entries", "Entries.", labels=labels)
-        caps = GaugeMetricFamily("ctwatch_max_entries", "Capacity.", labels=labels)
-        rate = GaugeMetricFamily(
-            "ctwatch_walk_rate_entries_per_second", "Rate.", labels=["instance", "family", "source"]
-        )
-        burst = GaugeMetricFamily("ctwatch_burst_pods", "Burst.", labels=["instance"])
-        deadline = GaugeMetricFamily("ctwatch_deadline_seconds", "Deadline.", labels=["instance"])
-        level = GaugeMetricFamily("ctwatch_level", "Level.", labels=["instance", "family"])
-        up = GaugeMetricFamily("ctwatch_source_up", "Up.", labels=["instance", "source"])
-        for i in range(self.nodes):
-            node = f"node-{i:05d}"
-            cap = 1 << (18 + i % 7)
-            tcp = (i * 7919) % cap
-            for k in range(SAMPLES):
-                t = self.end - (SAMPLES - 1 - k) * STEP
-                entries.add_metric([node, "bpf", "ipv4", "cilium_ct4_global"], tcp + 10 * k * (i % 5), timestamp=t)
-                entries.add_metric([node, "bpf", "ipv4", "cilium_ct_any4_global"], tcp // 4, timestamp=t)
-                caps.add_metric([node, "bpf", "ipv4", "cilium_ct4_global"], cap, timestamp=t)
-                caps.add_metric([node, "bpf", "ipv4", "cilium_ct_any4_global"], cap // 2, timestamp=t)
-                rate.add_metric([node, "ipv4", "measured"], 150_000 + 1_000 * (i % 50), timestamp=t)
-                burst.add_metric([node], 10, timestamp=t)
-                deadline.add_metric([node], 90, timestamp=t)
-                level.add_metric([node, "ipv4"], 0, timestamp=t)
-                up.add_metric([node, "bpf"], 1, timestamp=t)
-        yield from (entries, caps, rate, burst, deadline, level, up)
+def _series(nodes: int) -> list[Series]:
+    """ctwatch's series of ``nodes`` nodes; a fifth of them hold still, the others grow."""
+    out: list[Series] = []
+    for i in range(nodes):
+        node = f"node-{i:05d}"
+        cap = 1 << (18 + i % 7)
+        tcp = (i * 7919) % cap
+        tcp_map = {"instance": node, "source": "bpf", "family": "ipv4", "map": "cilium_ct4_global"}
+        any_map = {**tcp_map, "map": "cilium_ct_any4_global"}
+        one = {"instance": node}
+        out += [
+            ("ctwatch_entries", tcp_map, lambda t, tcp=tcp, per_s=(i % 5) / 6: tcp + per_s * (t % 3600)),
+            ("ctwatch_entries", any_map, lambda t, n=tcp // 4: n),
+            ("ctwatch_max_entries", tcp_map, lambda t, cap=cap: cap),
+            ("ctwatch_max_entries", any_map, lambda t, cap=cap: cap // 2),
+            ("ctwatch_walk_rate_entries_per_second", {**one, "family": "ipv4", "source": "measured"},
+             lambda t, r=150_000 + 1_000 * (i % 50): r),
+            ("ctwatch_burst_pods", one, lambda t: 10),
+            ("ctwatch_deadline_seconds", one, lambda t: 90),
+            ("ctwatch_level", {**one, "family": "ipv4"}, lambda t: 0),
+            ("ctwatch_source_up", {**one, "source": "bpf"}, lambda t: 1),
+        ]  # fmt: skip
+    return out
 
 
 def _tsdb(tmp: Path, nodes: int, end: float) -> Path:
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(_Fleet(nodes, end))
-    return backfill(tmp, generate_latest(registry).decode())
+    return backfill(tmp, history(_series(nodes), end, STEP, SAMPLES))
 
 
 def _read_and_rank(url: str, end: float) -> tuple[float, float, int, list]:

@@ -27,6 +27,7 @@ CT_MAPS: dict[str, tuple[str, str]] = {
     "ipv4": ("cilium_ct4_global", "cilium_ct_any4_global"),
     "ipv6": ("cilium_ct6_global", "cilium_ct_any6_global"),
 }
+FAMILY_OF_MAP: dict[str, str] = {name: family for family, names in CT_MAPS.items() for name in names}
 # cilium_bpf_map_pressure's map_name label (the map's name without the "cilium_" prefix) -> pinned map name.
 CILIUM_PRESSURE_MAPS: dict[str, str] = {
     name.removeprefix("cilium_"): name for names in CT_MAPS.values() for name in names

@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from ctsim.defaults import CLIENT_TIMEOUT, CT_MAPS, DEFAULT_REGENERATION
+from ctsim.defaults import CLIENT_TIMEOUT, CT_MAPS, DEFAULT_REGENERATION, FAMILY_OF_MAP
 from ctsim.fleet.series import NodeFacts
 from ctsim.profiles import Profile
 from ctsim.projection import (
@@ -89,11 +89,8 @@ def _capacity(facts: NodeFacts, name: str, a: Assumptions) -> tuple[int | None, 
         return m.max_entries, m.capacity_series
     if a.capacity is not None:
         tcp, any_ = a.capacity
-        return (tcp if name == CT_MAPS[FAMILY_OF[name]][0] else any_), a.capacity_source
+        return (tcp if name == CT_MAPS[FAMILY_OF_MAP[name]][0] else any_), a.capacity_source
     return None, ""
-
-
-FAMILY_OF = {name: family for family, names in CT_MAPS.items() for name in names}
 
 
 def _maps(facts: NodeFacts, a: Assumptions, risk: NodeRisk) -> dict[str, tuple[tuple[float, ...], tuple[int, ...]]]:

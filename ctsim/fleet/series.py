@@ -16,11 +16,10 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from ctsim.defaults import CILIUM_PRESSURE_MAPS, CT_MAPS
+from ctsim.defaults import CILIUM_PRESSURE_MAPS, CT_MAPS, FAMILY_OF_MAP
 from ctsim.errors import InputError
 from ctsim.fleet.prometheus import Client, Sample
 
-FAMILY_OF_MAP = {name: family for family, names in CT_MAPS.items() for name in names}
 OBSERVED_WINDOW = "1d"  # how far back Cilium's own durations are averaged: GC passes can be 12h apart
 DEFAULT_NODE_LABEL = "node,instance"
 _LABEL = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")

@@ -7,14 +7,15 @@ from typing import Any
 
 from ctsim.capacity.pool import run_all
 from ctsim.capacity.sweep import run_point
-from ctsim.fleet.live import apply, node_inputs
+from ctsim.fleet.live import node_inputs
 from ctsim.fleet.risk import NodeRisk
 
 
 def node_flags(risk: NodeRisk, base: dict[str, Any]) -> dict[str, Any]:
-    """resolve()'s flags for this node: its live inputs over ``base`` (profile, calibration, seed, horizon)."""
+    """resolve()'s flags for this node: its own facts over ``base`` (the fleet-wide profile and fallbacks:
+    a --rate given to the fleet is for nodes whose ctwatch measured none, as in the row)."""
     flags = dict(base)
-    apply(flags, node_inputs(risk))
+    flags.update({flag: value for flag, (value, _) in node_inputs(risk).items()})
     flags["pods"] = str(risk.pods)
     return flags
 

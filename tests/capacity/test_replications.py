@@ -16,7 +16,7 @@ import pytest
 from ctsim.capacity import replications as mc
 from ctsim.capacity import sweep as sw
 from ctsim.scenario import resolve
-from tests.ctwatch.env import free_port
+from tests.support.http import free_port
 
 
 def test_wilson_is_the_score_interval() -> None:

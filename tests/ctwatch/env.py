@@ -5,12 +5,10 @@ from __future__ import annotations
 import http.server
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -19,6 +17,7 @@ import pytest
 from ctsim.defaults import CT_VALUE_SIZE
 from ctsim.kernel import calibrate as cal
 from ctsim.kernel.bpf import BPF_MAP_TYPE_LRU_HASH, BPFMap
+from tests.support.http import Respond, send, serve
 from tests.support.needs import REQUIRED, need_bpf
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -59,47 +58,18 @@ def _filled(entries: int, max_entries: int, key_size: int) -> BPFMap:
     return m
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextmanager
-def http_server(respond: Callable[[http.server.BaseHTTPRequestHandler], None]) -> Iterator[str]:
+def http_server(respond: Respond) -> Iterator[str]:
     """A real HTTP server on loopback; yields its /metrics URL."""
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            respond(self)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/metrics"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serve(respond) as address:
+        yield f"http://{address}/metrics"
 
 
-def serve_text(body: str, delay_s: float = 0.0) -> Callable[[http.server.BaseHTTPRequestHandler], None]:
+def serve_text(body: str, delay_s: float = 0.0) -> Respond:
     def respond(handler: http.server.BaseHTTPRequestHandler) -> None:
         if delay_s:
             time.sleep(delay_s)
-        data = body.encode()
-        try:
-            handler.send_response(200)
-            handler.send_header("Content-Type", "text/plain; version=0.0.4")
-            handler.send_header("Content-Length", str(len(data)))
-            handler.end_headers()
-            handler.wfile.write(data)
-        except (BrokenPipeError, ConnectionResetError):
-            pass
+        send(handler, body)
 
     return respond
 

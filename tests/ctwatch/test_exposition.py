@@ -17,7 +17,8 @@ from ctwatch.exposition import SnapshotCollector, new_registry
 from ctwatch.watcher import Config, Watcher
 from prometheus_client import generate_latest
 
-from tests.ctwatch.env import FIXTURES, bpffs, copy_procfs, free_port, http_server, pin_ct_map, serve_text
+from tests.ctwatch.env import FIXTURES, bpffs, copy_procfs, http_server, pin_ct_map, serve_text
+from tests.support.http import free_port
 from tests.support.needs import need_binary
 
 DEPLOY = Path(__file__).parents[2] / "watchdog" / "deploy"

@@ -15,7 +15,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from ctsim.kernel import netns_conntrack as nfct
 from ctsim.kernel.bpf import BPFError, BPFMap
-from tests.ctwatch.env import FIXTURES, bpffs, copy_procfs, free_port, http_server, pin_ct_map, serve_text
+from tests.ctwatch.env import FIXTURES, bpffs, copy_procfs, http_server, pin_ct_map, serve_text
+from tests.support.http import free_port
 from tests.support.needs import need_netns
 
 

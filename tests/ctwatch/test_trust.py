@@ -18,7 +18,8 @@ from ctwatch.readings import MapReading, SourceResult
 from ctwatch.rules import RuleSettings, alerts, render
 from ctwatch.watcher import Config, Watcher
 
-from tests.ctwatch.env import bpffs, copy_procfs, free_port, pin_ct_map
+from tests.ctwatch.env import bpffs, copy_procfs, pin_ct_map
+from tests.support.http import free_port
 from tests.support.load import busy
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -15,7 +15,8 @@ from pathlib import Path
 import bcrypt
 import pytest
 
-from tests.ctwatch.env import copy_procfs, free_port
+from tests.ctwatch.env import copy_procfs
+from tests.support.http import free_port
 from tests.support.needs import need_binary
 
 

@@ -9,13 +9,10 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.openmetrics.exposition import generate_latest
-from prometheus_client.registry import Collector, CollectorRegistry
 
 from ctsim.defaults import DEFAULT_REGENERATION
 from ctsim.projection import FamilyWalk, max_entries_for_burst
-from tests.support.prometheus import backfill, prometheus
+from tests.support.prometheus import Series, backfill, history, prometheus
 
 STEP = 15.0
 HOUR = 3600.0
@@ -29,42 +26,30 @@ NODES = {
 }
 
 
-class _History(Collector):
-    """An hour of ctwatch's series at STEP up to ``end``, each sample at its own timestamp."""
-
-    def __init__(self, end: float) -> None:
-        self.end = end
-
-    def collect(self) -> Iterator[GaugeMetricFamily]:
-        labels = ["instance", "source", "family", "map"]
-        entries = GaugeMetricFamily("ctwatch_entries", "Entries present in the table.", labels=labels)
-        caps = GaugeMetricFamily("ctwatch_max_entries", "Capacity of the table.", labels=labels)
-        rate = GaugeMetricFamily(
-            "ctwatch_walk_rate_entries_per_second", "Entries/s.", labels=["instance", "family", "source"]
-        )
-        burst = GaugeMetricFamily("ctwatch_burst_pods", "Burst.", labels=["instance"])
-        steps = int(HOUR / STEP)
-        for node, (tcp, slope, cap, any_, walk, pods) in NODES.items():
-            for i in range(steps + 1):
-                t = self.end - (steps - i) * STEP
-                at_t = tcp - slope * (self.end - t)
-                entries.add_metric([node, "bpf", "ipv4", "cilium_ct4_global"], at_t, timestamp=t)
-                entries.add_metric([node, "bpf", "ipv4", "cilium_ct_any4_global"], any_, timestamp=t)
-                caps.add_metric([node, "bpf", "ipv4", "cilium_ct4_global"], cap, timestamp=t)
-                caps.add_metric([node, "bpf", "ipv4", "cilium_ct_any4_global"], cap // 2, timestamp=t)
-                rate.add_metric([node, "ipv4", "measured"], walk, timestamp=t)
-                burst.add_metric([node], pods, timestamp=t)
-        yield from (entries, caps, rate, burst)
+def series(end: float) -> list[Series]:
+    """An hour of ctwatch's series for NODES up to ``end``: the TCP count grows by its slope."""
+    out: list[Series] = []
+    for node, (tcp, slope, cap, any_, walk, pods) in NODES.items():
+        tcp_map = {"instance": node, "source": "bpf", "family": "ipv4", "map": "cilium_ct4_global"}
+        any_map = {**tcp_map, "map": "cilium_ct_any4_global"}
+        out += [
+            ("ctwatch_entries", tcp_map, lambda t, tcp=tcp, slope=slope: tcp - slope * (end - t)),
+            ("ctwatch_entries", any_map, lambda t, any_=any_: any_),
+            ("ctwatch_max_entries", tcp_map, lambda t, cap=cap: cap),
+            ("ctwatch_max_entries", any_map, lambda t, cap=cap: cap // 2),
+            ("ctwatch_walk_rate_entries_per_second", {"instance": node, "family": "ipv4", "source": "measured"},
+             lambda t, walk=walk: walk),
+            ("ctwatch_burst_pods", {"instance": node}, lambda t, pods=pods: pods),
+        ]  # fmt: skip
+    return out
 
 
 @pytest.fixture(scope="module")
-def history(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, float]]:
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, float]]:
     """The server and the last sample's time: 20 s ago, so that an instant query at now still sees it."""
     tmp = tmp_path_factory.mktemp("backfill")
     end = float(int(time.time()) - 20)
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(_History(end))
-    data = backfill(tmp, generate_latest(registry).decode())
+    data = backfill(tmp, history(series(end), end, STEP, int(HOUR / STEP) + 1))
     with prometheus(tmp / "server", tsdb=data) as url:
         yield url, end
 
@@ -73,8 +58,8 @@ def ctsim(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "ctsim", *args], capture_output=True, text=True, check=False)
 
 
-def test_growth_and_eta_equal_the_known_slopes(history: tuple[str, float]) -> None:
-    url, end = history
+def test_growth_and_eta_equal_the_known_slopes(served: tuple[str, float]) -> None:
+    url, end = served
     out = ctsim("fleet", "--prometheus-url", url, "--time", f"{end:.0f}", "--window", "1h", "--json")
     assert out.returncode == 0, out.stderr
     rows = {r["node"]: r for r in json.loads(out.stdout)["nodes"]}
@@ -96,15 +81,15 @@ def test_growth_and_eta_equal_the_known_slopes(history: tuple[str, float]) -> No
             assert eta == pytest.approx((limit - total) / slope, rel=1e-9), node
 
 
-def test_a_shorter_window_sees_the_same_linear_slope(history: tuple[str, float]) -> None:
-    url, end = history
+def test_a_shorter_window_sees_the_same_linear_slope(served: tuple[str, float]) -> None:
+    url, end = served
     out = ctsim("fleet", "--prometheus-url", url, "--time", f"{end:.0f}", "--window", "10m", "--json")
     rows = {r["node"]: r for r in json.loads(out.stdout)["nodes"]}
     assert rows["fast"]["growth_per_hour"] == pytest.approx(400 * 3600, rel=1e-9)
 
 
-def test_run_from_prometheus_models_the_node_its_series_describe(history: tuple[str, float]) -> None:
-    history, end = history
+def test_run_from_prometheus_models_the_node_its_series_describe(served: tuple[str, float]) -> None:
+    history, end = served
     assert time.time() - end < 290, "the last sample must be inside the 5-minute lookback of a query at now"
     tcp, _, cap, any_, walk, _ = NODES["fast"]
     out = ctsim("run", "--from-prometheus", history, "--node", "fast", "--pods", "20", "--json")
@@ -129,8 +114,8 @@ def test_run_from_prometheus_models_the_node_its_series_describe(history: tuple[
     assert "live: ctwatch_entries" in text.stdout and "from Prometheus: fast's series gave" in text.stdout
 
 
-def test_plan_from_prometheus_takes_the_capacity_and_rate(history: tuple[str, float]) -> None:
-    url, end = history
+def test_plan_from_prometheus_takes_the_capacity_and_rate(served: tuple[str, float]) -> None:
+    url, end = served
     assert time.time() - end < 290
     _, _, cap, _, walk, _ = NODES["slow"]
     out = ctsim("plan", "--from-prometheus", url, "--node", "slow", "--json")

@@ -12,7 +12,8 @@ import httpx
 from ctsim.defaults import DEFAULT_REGENERATION
 from ctsim.projection import FamilyWalk, burst_seconds
 from tests.ctwatch.env import bpffs, copy_procfs, pin_ct_map
-from tests.support.prometheus import free_port, prometheus, wait_for
+from tests.support.http import free_port
+from tests.support.prometheus import prometheus, wait_for
 
 
 def test_a_real_ctwatch_on_real_pinned_maps_read_back_through_prometheus(tmp_path: Path) -> None:

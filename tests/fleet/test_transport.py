@@ -10,7 +10,6 @@ import socket
 import ssl
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,8 +19,9 @@ import httpx
 import pytest
 
 from tests.fleet.fleet_pages import fleet, render, sd_targets
+from tests.support.http import free_port, send, serve
 from tests.support.needs import need_binary
-from tests.support.prometheus import free_port, pages, prometheus, wait_for
+from tests.support.prometheus import pages, prometheus, wait_for
 
 
 def ctsim(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -97,26 +97,13 @@ def recording(status: int, body: bytes, content_type: str) -> Iterator[tuple[str
     """A server that answers every request the same way and keeps the headers it was sent."""
     seen: list[dict[str, str]] = []
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            seen.append(dict(self.headers))
-            self.rfile.read(int(self.headers.get("Content-Length", 0)))
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def respond(handler: http.server.BaseHTTPRequestHandler) -> None:
+        seen.append(dict(handler.headers))
+        handler.rfile.read(int(handler.headers.get("Content-Length", 0)))
+        send(handler, body, status, content_type)
 
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", seen
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serve(respond) as address:
+        yield f"http://{address}", seen
 
 
 def test_bearer_token_and_headers_are_sent(tmp_path: Path) -> None:

@@ -14,9 +14,7 @@ import http.server
 import json
 import os
 import signal
-import socket
 import subprocess
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -25,56 +23,25 @@ from typing import Any
 import httpx
 import yaml
 
+from tests.support.http import free_port, send, serve
 from tests.support.needs import need_binary
 
 READY_TIMEOUT_S = 60.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @contextlib.contextmanager
 def pages(render: Callable[[str], str | None]) -> Iterator[str]:
     """Serves ``render(path)`` as a metrics page (404 when None); yields host:port."""
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            body = render(self.path)
-            try:
-                if body is None:
-                    self.send_error(404)
-                    return
-                data = body.encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-            except (BrokenPipeError, ConnectionResetError):
-                pass
+    def respond(handler: http.server.BaseHTTPRequestHandler) -> None:
+        body = render(handler.path)
+        if body is None:
+            send(handler, "not found", status=404)
+        else:
+            send(handler, body)
 
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = _Server(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
-class _Server(http.server.ThreadingHTTPServer):
-    """Hundreds of targets scraped each second: the default backlog of 5 refused some, and each refusal
-    made Prometheus mark that target's series stale."""
-
-    daemon_threads = True
-    request_queue_size = 1024
+    with serve(respond) as address:
+        yield address
 
 
 @contextlib.contextmanager
@@ -179,3 +146,31 @@ def backfill(tmp: Path, openmetrics: str) -> Path:
     if out.returncode != 0:
         raise RuntimeError(f"promtool: {out.stdout[-1000:]} {out.stderr[-1000:]}")
     return data
+
+
+Series = tuple[str, dict[str, str], Callable[[float], float]]  # metric, labels, value at unix time t
+
+
+def history(series: list[Series], end: float, step: float, samples: int) -> str:
+    """OpenMetrics text of gauges sampled every ``step`` up to ``end``, for ``backfill`` (prometheus-client
+    writes it: each sample carries its own timestamp)."""
+    from prometheus_client.core import GaugeMetricFamily
+    from prometheus_client.openmetrics.exposition import generate_latest
+    from prometheus_client.registry import Collector, CollectorRegistry
+
+    families: dict[str, GaugeMetricFamily] = {}
+    for name, labels, _ in series:
+        if name not in families:
+            families[name] = GaugeMetricFamily(name, name, labels=list(labels))
+    times = [end - (samples - 1 - k) * step for k in range(samples)]
+    for name, labels, value in series:
+        for t in times:
+            families[name].add_metric(list(labels.values()), value(t), timestamp=t)
+
+    class _History(Collector):
+        def collect(self) -> Iterator[GaugeMetricFamily]:
+            yield from families.values()
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_History())
+    return generate_latest(registry).decode()

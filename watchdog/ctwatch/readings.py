@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ctsim.defaults import CT_MAPS
-
-FAMILY_OF_MAP = {name: family for family, names in CT_MAPS.items() for name in names}
+from ctsim.defaults import CT_MAPS, FAMILY_OF_MAP  # noqa: F401 - ctwatch's modules take both from here
 
 
 @dataclass(frozen=True)
