@@ -428,6 +428,13 @@ def fleet(
             metavar="K", min=0, max=10_000, help="Run the model on the K riskiest nodes, each with its own facts."
         ),
     ] = 0,
+    replications: Annotated[
+        int,
+        _replications(
+            "With --simulate: R seeds per node drawn from --seed, each verdict's share with a 95 % interval."
+        ),
+    ] = 1,
+    seed: Annotated[int, typer.Option(metavar="INT", help="Random seed of --simulate's runs.")] = 1,
     processes: Annotated[
         int, typer.Option(metavar="INT", min=0, max=256, help="Worker processes for --simulate (0: one per core).")
     ] = 0,
@@ -451,7 +458,8 @@ def fleet(
     code = run_fleet(
         transport, prometheus_url, pods=pods, window=window, node_label=node_label, selector=selector, at=at,
         profile=profile, rate=rate, calibration=calibration, max_entries=max_entries, node_memory=node_memory,
-        map_ratio=map_ratio, simulate=simulate, processes=processes, scheduler=scheduler, limit=limit,
+        map_ratio=map_ratio, simulate=simulate, replications=replications, seed=seed, processes=processes,
+        scheduler=scheduler, limit=limit,
         as_json=as_json, csv_path=csv_path, fail_on=fail_on, progress=_with_progress,
     )  # fmt: skip
     raise typer.Exit(code)

@@ -124,7 +124,11 @@ def render(rows: list[NodeRisk], read: FleetRead, url: str, limit: int | None = 
             "; ".join(sorted({_short(v["source"]) for v in r.walk_rate.values()})) or "—",
         ]
         if simulated:
-            cells += [sim.get("verdict", ""), "" if recovered is None else format_duration(recovered)]
+            verdict = sim.get("verdict", "")
+            if "replications" in sim:
+                count = sim["replications"]["summary"]["verdicts"][verdict]["count"]
+                verdict = f"{verdict} {count}/{len(sim['replications']['seeds'])}"
+            cells += [verdict, "" if recovered is None else format_duration(recovered)]
         cells.append("; ".join(r.unknown + r.flags))
         table.add_row(*cells, style=_LEVEL_STYLE.get(r.level, ""))
     console.print(table)
@@ -201,6 +205,8 @@ def run_fleet(
     node_memory: str | None,
     map_ratio: str | None,
     simulate: int,
+    replications: int,
+    seed: int,
     processes: int,
     scheduler: str | None,
     limit: str | None,
@@ -222,6 +228,15 @@ def run_fleet(
     if csv_path is not None and csv_path != "-":
         check_writable(csv_path, "--csv")
     check_scheduler(scheduler)
+    if replications != 1:
+        from ctsim.capacity.replications import check
+
+        check(replications)
+        if not simulate:
+            raise InputError("--replications: give --simulate K too (the replications are of the model's runs)")
+    from ctsim.scenario import MAX_SEED
+
+    parse_count(seed, "--seed", maximum=MAX_SEED)
     shown = parse_count(limit, "--limit", minimum=1) if limit is not None else None
     when = parse_float(at, "--time", low=0.0, high=1e11) if at is not None else None
     assumptions = _assumptions(profile, rate, calibration, pods, max_entries, node_memory, map_ratio)
@@ -244,7 +259,14 @@ def run_fleet(
         base = {"profile": profile, "calibration": calibration, "rate": rate}
         progress(
             lambda bar: run_model(
-                rows, simulate, base, processes or None, scheduler, lambda done, total: bar("simulate", 1, total)
+                rows,
+                simulate,
+                base,
+                processes or None,
+                scheduler,
+                lambda done, total: bar("simulate", 1, total),
+                replications=replications,
+                seed=seed,
             )
         )
     if csv_path is not None:

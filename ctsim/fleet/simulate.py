@@ -1,4 +1,9 @@
-"""``fleet --simulate K``: the model on the K riskiest nodes, each with its own facts, in parallel."""
+"""``fleet --simulate K``: the model on the K riskiest nodes, each with its own facts, in parallel.
+
+With ``--replications R`` each node runs R seeds drawn from ``--seed`` (the
+same R for every node), all nodes' runs in one pool or on one Dask
+scheduler, and its row gets each verdict's share with a 95 % interval.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,8 @@ from collections.abc import Callable
 from typing import Any
 
 from ctsim.capacity.pool import run_all
-from ctsim.capacity.sweep import run_point
+from ctsim.capacity.replications import seeds, summary
+from ctsim.capacity.sweep import command, run_point
 from ctsim.fleet.live import node_inputs
 from ctsim.fleet.risk import NodeRisk
 
@@ -27,16 +33,34 @@ def simulate(
     processes: int | None = None,
     scheduler: str | None = None,
     progress: Callable[[int, int], None] | None = None,
+    replications: int = 1,
+    seed: int = 1,
 ) -> list[NodeRisk]:
     """Runs the model on the first ``k`` projected rows (rows are ranked); sets each one's ``simulated``."""
     chosen = [r for r in rows if r.known][:k]
-    results = run_all(run_point, [node_flags(r, base) for r in chosen], processes, scheduler, progress)
-    for risk, row in zip(chosen, results, strict=True):
+    flags = [{**node_flags(r, base), "seed": seed} for r in chosen]
+    drawn = seeds(seed, replications) if replications > 1 else [seed]
+    points = [{**f, "seed": s} for f in flags for s in drawn]
+    results = run_all(run_point, points, processes, scheduler, progress)
+    n = len(drawn)
+    for i, risk in enumerate(chosen):
+        group = results[i * n : (i + 1) * n]
+        first = group[0]
         risk.simulated = {
-            "verdict": str(row["verdict"]),
-            "recovered_at_s": row["recovered_at_s"],
-            "latency_p90_s": row["latency_p90_s"],
-            "add_timeouts": row["add_timeouts"],
-            "command": row["command"],
+            "verdict": str(first["verdict"]),
+            "recovered_at_s": first["recovered_at_s"],
+            "latency_p90_s": first["latency_p90_s"],
+            "add_timeouts": first["add_timeouts"],
+            "command": command(flags[i]),
         }
+        if n > 1:
+            shares = summary(group)
+            verdict, top = max(shares["verdicts"].items(), key=lambda kv: kv[1]["count"])
+            risk.simulated.update(
+                verdict=verdict,
+                verdict_share=top["share"],
+                verdict_ci95=top["ci95"],
+                recovered_at_s=shares["quantiles"]["all_ready_s"]["p50"],
+                replications={"seeds": drawn, "summary": shares},
+            )
     return chosen

@@ -132,3 +132,26 @@ def test_plan_from_prometheus_takes_the_capacity_and_rate(served: tuple[str, flo
         assert bad.returncode == 2 and word in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
         bad = ctsim("run", *args)
         assert bad.returncode == 2 and word in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_simulate_with_replications_gives_each_node_its_verdict_shares(served: tuple[str, float]) -> None:
+    url, end = served
+    at = f"{end:.0f}"
+    out = ctsim("fleet", "--prometheus-url", url, "--time", at, "--simulate", "2", "--replications", "6", "--json")
+    assert out.returncode == 0, out.stderr
+    rows = json.loads(out.stdout)["nodes"]
+    for r in rows[:2]:
+        sim = r["simulated"]
+        reps = sim["replications"]
+        assert len(reps["seeds"]) == 6 and reps["summary"]["replications"] == 6
+        counts = {v: s["count"] for v, s in reps["summary"]["verdicts"].items()}
+        assert sum(counts.values()) == 6 and counts[sim["verdict"]] == max(counts.values())
+        low, high = sim["verdict_ci95"]
+        assert low <= sim["verdict_share"] <= high
+    assert rows[2]["simulated"] is None
+    again = ctsim("fleet", "--prometheus-url", url, "--time", at, "--simulate", "2", "--replications", "6", "--json")
+    assert json.loads(again.stdout)["nodes"][:2] == rows[:2]  # same seed, same shares
+    table = ctsim("fleet", "--prometheus-url", url, "--time", at, "--simulate", "1", "--replications", "4")
+    assert "/4 " in table.stdout
+    alone = ctsim("fleet", "--prometheus-url", url, "--replications", "4")
+    assert alone.returncode == 2 and "--simulate" in alone.stderr
