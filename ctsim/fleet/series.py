@@ -13,7 +13,7 @@ source with the same value are one node.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from ctsim.defaults import CILIUM_PRESSURE_MAPS, CT_MAPS, FAMILY_OF_MAP
@@ -124,6 +124,9 @@ def queries(q: Query) -> dict[str, str]:
     }
 
 
+Each = Callable[[str], Iterable[tuple[NodeFacts, Sample]]]  # a query's name -> its samples, by node
+
+
 @dataclass
 class FleetRead:
     nodes: dict[str, NodeFacts]
@@ -170,8 +173,8 @@ def read_fleet(client: Client, q: Query, only: str | None = None) -> FleetRead:
                 facts = nodes[node] = NodeFacts(node)
             yield facts, s
 
-    _ctwatch(each, exprs)
-    _cilium(each, exprs)
+    _ctwatch(each)
+    _cilium(each)
     return FleetRead(nodes, at, exprs, {name: len(a) for name, a in answers.items()}, unlabelled)
 
 
@@ -179,7 +182,7 @@ def _finite(v: float) -> bool:
     return v == v and abs(v) != float("inf")
 
 
-def _ctwatch(each, exprs: dict[str, str]) -> None:  # type: ignore[no-untyped-def]
+def _ctwatch(each: Each) -> None:
     """ctwatch's series: per map, Cilium's pressure x capacity where ctwatch had it (its own choice), else its count."""
     rank = {"cilium_metrics": 2, "bpf": 1}
     chosen: dict[tuple[str, str], str] = {}
@@ -227,7 +230,7 @@ def _ctwatch(each, exprs: dict[str, str]) -> None:  # type: ignore[no-untyped-de
             facts.gc_interval, facts.gc_interval_series = s.value, "ctwatch_cilium_gc_interval_seconds"
 
 
-def _cilium(each, exprs: dict[str, str]) -> None:  # type: ignore[no-untyped-def]
+def _cilium(each: Each) -> None:
     """Cilium's own series: pressure where ctwatch gave no count, its GC interval, and what it observed."""
     for facts, s in each("pressure"):
         name = CILIUM_PRESSURE_MAPS.get(s.labels.get("map_name", ""))
