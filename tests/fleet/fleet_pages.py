@@ -129,9 +129,10 @@ def fleet(n: int = 240) -> list[Node]:
             node.cilium = False
             node.maps = {**maps, tcp6: (entries // 2, cap), any6: (entries // 8, cap // 2)}
             node.burst = 20
-        elif kind == 4:  # ctwatch only, growing
+        elif kind == 4:  # ctwatch only, growing: on a 16Mi map with room for hours of it (a full map stops growing)
             node.cilium = False
             node.slope = 50.0 + i
+            node.maps = {tcp: (entries % (1 << 20), 1 << 24), any_: (entries // 4 % (1 << 20), 1 << 23)}
         elif kind == 5:  # Cilium only: a capacity must come from flags
             node.ctwatch = False
             node.gc_interval = 3600.0 * (1 + i % 12)

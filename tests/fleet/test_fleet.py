@@ -150,9 +150,9 @@ def test_growth_over_the_window_and_the_eta(live: tuple[str, dict[str, Node]]) -
     assert len(growing) >= 20
     for node in growing:
         r = rows[node.name]
-        # Prometheus stamps a sample when the scrape starts; the page computes its count when it answers,
-        # which on a loaded machine is up to a few hundred ms later and varies: a few % of slope over a
-        # 20 s window. The exact check is test_history's backfill (1e-6 per hour).
+        # Prometheus stamps a sample when the scrape starts, the page counts when it answers: on a loaded
+        # machine the delay varies, so the live slope is checked loosely. The exact check is
+        # test_history's backfill (1e-6 per hour).
         assert r["growth_per_hour"] == pytest.approx(node.slope * 3600, rel=0.10)
         eta = r["seconds_until_deadline"]
         assert eta == 0.0 if r["deadline_ratio"] >= 1 else eta is None or eta > 0  # JSON: +Inf is null
