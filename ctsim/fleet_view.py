@@ -225,6 +225,8 @@ def run_fleet(
 
     if fail_on is not None and fail_on not in FAIL_ON:
         raise InputError(f"--fail-on: warning or critical, got {fail_on!r}")
+    if csv_path == "-" and as_json:
+        raise InputError("--csv - and --json: both would go to stdout; give --csv a file")
     if csv_path is not None and csv_path != "-":
         check_writable(csv_path, "--csv")
     check_scheduler(scheduler)
