@@ -16,6 +16,7 @@ from typing import Any
 
 from ctsim.defaults import CLIENT_TIMEOUT, CT_MAPS, DEFAULT_REGENERATION, FAMILY_OF_MAP
 from ctsim.fleet.series import NodeFacts
+from ctsim.floats import left_sum
 from ctsim.profiles import Profile
 from ctsim.projection import (
     LEVELS,
@@ -194,7 +195,7 @@ def assess(facts: NodeFacts, a: Assumptions) -> NodeRisk:
     risk.deadline_ratio = risk.burst_seconds / deadline
     risk.safe_burst = safe_burst(walks, deadline, overhead)
     risk.level = LEVELS[level_of(risk.deadline_ratio)]
-    total = sum(w.entries for w in walks)
+    total = left_sum(w.entries for w in walks)
     limit = max_entries_for_burst(walks, pods, deadline, overhead)
     growth = risk.growth_per_hour / 3600 if risk.growth_per_hour is not None else None
     risk.seconds_until_deadline = seconds_until(total, limit, growth)
