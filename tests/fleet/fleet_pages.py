@@ -111,7 +111,7 @@ def cilium_page(node: Node, now: float) -> str:
 
 
 def fleet(n: int = 240) -> list[Node]:
-    """``n`` nodes of every kind, deterministic: ctwatch and Cilium, ctwatch only, Cilium only, partial, stale."""
+    """``n`` nodes of every kind, deterministic: ctwatch and Cilium, ctwatch only, Cilium only, partial."""
     tcp, any_ = CT_MAPS["ipv4"]
     tcp6, any6 = CT_MAPS["ipv6"]
     nodes = []
