@@ -73,15 +73,13 @@ class NodeRisk:
     flags: list[str] = field(default_factory=list)
     unknown: list[str] = field(default_factory=list)  # why a figure is missing
     simulated: dict[str, Any] | None = None  # --simulate: the model's verdict on this node
-    walks: list[FamilyWalk] = field(default_factory=list, repr=False)
 
     @property
     def known(self) -> bool:
         return self.deadline_ratio is not None
 
     def to_dict(self) -> dict[str, Any]:
-        d = {k: v for k, v in self.__dict__.items() if k != "walks"}
-        return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in d.items()}
+        return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in self.__dict__.items()}
 
 
 def _capacity(facts: NodeFacts, name: str, a: Assumptions) -> tuple[int | None, str]:
@@ -188,7 +186,6 @@ def assess(facts: NodeFacts, a: Assumptions) -> NodeRisk:
         walks.append(walk)
         risk.walk_rate[family] = {"entries_per_second": rate, "source": source}
         risk.walk_seconds[family] = walk.seconds
-    risk.walks = walks
     overhead = a.regeneration
     risk.scrub_seconds = scrub_seconds(walks)
     risk.burst_seconds = burst_seconds(walks, pods) + overhead

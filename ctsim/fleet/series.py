@@ -12,7 +12,9 @@ source with the same value are one node.
 
 from __future__ import annotations
 
+import dataclasses
 import re
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -139,9 +141,6 @@ class FleetRead:
 def read_fleet(client: Client, q: Query, only: str | None = None) -> FleetRead:
     """One read of the whole fleet, or with ``only`` of that node (one read per node label);
     raises PrometheusError when the API cannot answer."""
-    import dataclasses
-    import time
-
     at = q.at if q.at is not None else time.time()
     exprs = queries(q)
     if only is None:
