@@ -13,6 +13,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+import yaml
+from ctwatch import runbook
 from ctwatch.assess import Assessor, FamilyAssessment, Thresholds
 from ctwatch.readings import MapReading, SourceResult
 from ctwatch.rules import RuleSettings, alerts, render
@@ -130,16 +132,40 @@ def test_the_shipped_rules_are_what_ctwatch_rules_prints() -> None:
     assert "for: 5m" in p.stdout
 
 
-def test_every_runbook_url_points_at_a_section_that_exists() -> None:
+def _heading_anchors(doc: str) -> set[str]:
+    """GitHub's anchors for a Markdown page's headings."""
+    headings = re.findall(r"^#+ (.+)$", doc, re.M)
+    return {re.sub(r"[^a-z0-9 -]", "", h.strip().lower()).replace(" ", "-") for h in headings}
+
+
+def _runbook_urls(settings: RuleSettings) -> list[str]:
+    rules = yaml.safe_load(render(settings))["groups"][0]["rules"]
+    return [r["annotations"]["runbook_url"] for r in rules if "runbook_url" in r["annotations"]]
+
+
+def test_the_runbook_ctwatch_serves_is_the_one_the_docs_show() -> None:
     doc = (ROOT / "docs" / "watchdog.md").read_text()
-    anchors = {
-        re.sub(r"[^a-z0-9 -]", "", h.strip().lower()).replace(" ", "-") for h in re.findall(r"^#+ (.+)$", doc, re.M)
-    }
-    urls = re.findall(r"runbook_url: (\S+)", render(RuleSettings()))
-    assert len(urls) == len(alerts()) == 7
+    assert runbook.text() in doc  # the same sections, word for word
+    assert list(runbook.sections()) == alerts() and all(runbook.sections().values())
+
+
+def test_every_runbook_url_opens_a_section_that_exists(served: str) -> None:
+    """By default each link is a ctwatch's own /runbook page; with --runbook-base, the docs' sections."""
+    status, page = _get(served + "/runbook")
+    assert status == 200
+    ids = set(re.findall(r'<h2 id="([a-z]+)">', page))
+    assert "<code>conntrackGCInterval: 60s</code>" in page and "<script" not in page
+    urls = _runbook_urls(RuleSettings())
+    assert len(urls) == len(alerts()) - 1  # CtwatchAbsent: no ctwatch answers, no link
     for url in urls:
-        path, _, anchor = url.partition("#")
-        assert path == "docs/watchdog.md" and anchor in anchors, url
+        base, _, anchor = url.partition("#")
+        assert base.startswith("http://{{") and base.endswith("/runbook") and anchor in ids, url
+    doc_anchors = _heading_anchors((ROOT / "docs" / "watchdog.md").read_text())
+    based = _runbook_urls(RuleSettings(runbook_base="https://wiki.example/watchdog.md"))
+    assert len(based) == len(alerts())
+    for url in based:
+        base, _, anchor = url.partition("#")
+        assert base == "https://wiki.example/watchdog.md" and anchor in doc_anchors and anchor in ids, url
 
 
 def test_version() -> None:

@@ -343,14 +343,16 @@ def rules(
         str, typer.Option("--job", metavar="NAME", help="Prometheus job label of the ctwatch targets.")
     ] = "ctwatch",
     runbook_base: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--runbook-base",
             metavar="URL",
             help="Where your copy of docs/watchdog.md is served, e.g. https://wiki.example/ctwatch "
-            "(runbook_url prefix; the default is the path in this repository, which an alert cannot open).",
+            "(runbook_url prefix; Prometheus templates allowed). Default: each ctwatch's own /runbook "
+            "page, http://{{ $labels.instance }}/runbook.",
+            show_default=False,
         ),
-    ] = "docs/watchdog.md",
+    ] = None,
     fmt: Annotated[
         str, typer.Option("--format", metavar="rules|prometheusrule", help="rules (a rule file) or prometheusrule.")
     ] = "rules",
@@ -374,9 +376,9 @@ def rules(
         job=job,
         runbook_base=runbook_base,
     )
-    if not runbook_base.strip():
+    if runbook_base is not None and not runbook_base.strip():
         raise InputError("--runbook-base: empty; give the URL where docs/watchdog.md is served")
-    if not runbook_base.startswith(("http://", "https://")):
+    if runbook_base is not None and not runbook_base.startswith(("http://", "https://")):
         print(
             f"ctwatch: warning: runbook_url is {runbook_base}#..., a path an alert cannot open; "
             "pass --runbook-base with the http(s) URL where your copy of docs/watchdog.md is served",

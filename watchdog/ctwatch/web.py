@@ -1,7 +1,8 @@
 """ctwatch's HTTP face, with node_exporter's conventions.
 
 ``/`` is a landing page linking ``/metrics``; ``/healthz`` answers 200 once a
-collection has run (503 before); anything else is 404. A threaded server with
+collection has run (503 before); ``/runbook`` is the alerts' runbook (their
+default ``runbook_url``); anything else is 404. A threaded server with
 a real listen backlog serves many scrapers at once, and ``--web.max-requests``
 bounds concurrent ``/metrics`` requests (503 beyond, as node_exporter does).
 The metrics page itself is prometheus-client's exposition of the registry.
@@ -21,7 +22,8 @@ from typing import Any
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.registry import CollectorRegistry
 
-from ctwatch import __version__
+from ctwatch import __version__, runbook
+from ctwatch.runbook import RUNBOOK_PATH
 from ctwatch.webconfig import WebConfig
 
 BACKLOG = 128  # socketserver's default of 5 drops scrapers that arrive together
@@ -34,6 +36,7 @@ LANDING = """<!DOCTYPE html>
 <ul>
 <li><a href="/metrics">/metrics</a></li>
 <li><a href="/healthz">/healthz</a></li>
+<li><a href="/runbook">/runbook</a> (what each alert means, and what to do)</li>
 </ul>
 </body></html>
 """
@@ -107,6 +110,8 @@ def serve(
                 self._metrics()
             elif path == "/":
                 self._send(200, landing, "text/html; charset=utf-8")
+            elif path == RUNBOOK_PATH:
+                self._send(200, runbook.page(), "text/html; charset=utf-8")
             elif path == "/healthz":
                 ok = healthy()
                 self._send(200 if ok else 503, b"ok\n" if ok else b"no collection yet\n")
