@@ -7,9 +7,11 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import pytest
 
@@ -51,7 +53,7 @@ def test_a_coin_flip_burst_reports_both_verdicts_with_intervals() -> None:
 
 @contextmanager
 def dask_cluster() -> Iterator[str]:
-    """A real scheduler and one worker process on free loopback ports; both process groups killed after."""
+    """A real scheduler and two worker processes (under a nanny) on loopback; every process group killed after."""
     pytest.importorskip("distributed", reason="the ctsim[dask] extra is not installed")
     port = free_port()
     address = f"tcp://127.0.0.1:{port}"
@@ -62,7 +64,7 @@ def dask_cluster() -> Iterator[str]:
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
         ),
         subprocess.Popen(
-            [sys.executable, "-m", "distributed.cli.dask_worker", address, "--nworkers", "1", "--nthreads", "1",
+            [sys.executable, "-m", "distributed.cli.dask_worker", address, "--nworkers", "2", "--nthreads", "1",
              "--no-dashboard", "--host", "127.0.0.1"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
         ),
@@ -74,12 +76,12 @@ def dask_cluster() -> Iterator[str]:
         while True:
             try:
                 with Client(address, timeout=5) as client:
-                    if client.scheduler_info()["workers"]:
+                    if len(client.scheduler_info()["workers"]) == 2:
                         break
             except OSError:
                 pass
             if time.monotonic() > deadline:
-                pytest.fail("the Dask worker never joined its scheduler")
+                pytest.fail("the Dask workers never joined their scheduler")
             time.sleep(0.5)
         yield address
     finally:
@@ -103,6 +105,79 @@ def test_sweeps_and_replications_on_dask_are_the_local_runs() -> None:
     assert p.returncode == 0, p.stderr
     doc = json.loads(p.stdout)
     assert len(doc["replications"]["rows"]) == 3 and doc["replications"]["seeds"] == mc.seeds(1, 3)
+
+
+def test_chunks_cover_every_point_once_and_stride_over_the_grid() -> None:
+    from ctsim.capacity.pool import CHUNKS_PER_WORKER, chunks
+
+    for n, workers in [(0, 2), (1, 4), (7, 2), (16, 2), (1000, 2), (100_000, 64)]:
+        parts = chunks(n, workers)
+        assert sorted(i for part in parts for i in part) == list(range(n))
+        assert len(parts) == min(max(n, 1), workers * CHUNKS_PER_WORKER)
+        assert max(map(len, parts)) - min(map(len, parts)) <= 1  # equal counts, each a stride over the grid
+
+
+# Collapses of 50-65 pods on a 16Mi map: ~0.5 s each, so a sweep of them is still running when the test acts.
+SLOW = {"pods": [str(n) for n in range(50, 66)], "entries": ["16Mi"]}
+
+
+def _processing(address: str, within: float = 60.0) -> dict[str, list[str]]:
+    """Once a task runs on a worker: the scheduler's worker address -> keys it runs."""
+    from distributed import Client
+
+    deadline = time.monotonic() + within
+    with Client(address, timeout=10) as client:
+        while time.monotonic() < deadline:
+            busy = {w: list(keys) for w, keys in client.processing().items() if keys}
+            if busy:
+                return busy
+            time.sleep(0.05)
+    pytest.fail("no task reached a Dask worker")
+
+
+def test_a_worker_killed_mid_sweep_loses_no_row() -> None:
+    from distributed import Client
+
+    base = dict(resolve(entries="16Mi", pods="50").flags)
+    local = sw.sweep(base, SLOW, processes=2)
+    with dask_cluster() as address:
+        result: list[list[dict[str, object]]] = []
+        thread = threading.Thread(target=lambda: result.append(sw.sweep(base, SLOW, scheduler=address)))
+        thread.start()
+        victim = next(iter(_processing(address)))
+        with Client(address, timeout=10) as client:
+            pid = client.run(os.getpid, workers=[victim])[victim]
+        os.kill(pid, signal.SIGKILL)  # the worker dies with its task; its nanny starts another
+        thread.join(timeout=300)
+        with Client(address, timeout=10) as client:
+            assert victim not in client.scheduler_info()["workers"]  # it did die mid-sweep
+    assert not thread.is_alive() and result == [local]
+
+
+def test_ctrl_c_on_a_dask_sweep_cancels_its_tasks_and_is_one_line() -> None:
+    from distributed import Client
+
+    with dask_cluster() as address:
+        p = subprocess.Popen(
+            [sys.executable, "-m", "ctsim", "sweep", "--grid", "pods=" + ",".join(SLOW["pods"]), "--entries", "16Mi",
+             "--scheduler", address],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )  # fmt: skip
+        _processing(address)
+        os.killpg(p.pid, signal.SIGINT)
+        _, err = p.communicate(timeout=60)
+        assert p.returncode == 130, err
+        assert err.strip().splitlines() == ["ctsim: interrupted (what it had created is removed)"]
+        with Client(address, timeout=10) as client:
+            deadline = time.monotonic() + 30
+            while client.run_on_scheduler(_task_count) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert client.run_on_scheduler(_task_count) == 0, "the sweep's tasks outlived it on the cluster"
+
+
+def _task_count(dask_scheduler: Any) -> int:
+    return len(dask_scheduler.tasks)
 
 
 @pytest.mark.parametrize(
