@@ -96,6 +96,36 @@ def table_burst() -> str:
     return _md(header, rows)
 
 
+REPLICATIONS = 100
+
+
+def table_burst_replications() -> str:
+    """The burst table's boundary under 100 seeds each: collapse share with its 95 % interval."""
+    from ctsim.capacity import replications as mc
+    from ctsim.capacity.sweep import sweep
+
+    axes = {"entries": ["1Mi", "4Mi", "7M"], "pods": ["10", "25", "50"]}
+    rows = sweep({}, axes, seeds=mc.seeds(1, REPLICATIONS))
+    header = ["entries", "pods", "collapse (95 % CI)", "all Ready p50", "all Ready p95", "ADD attempts p50"]
+    out = []
+    for point in mc.by_point(rows, list(axes), REPLICATIONS):
+        s = point["summary"]
+        collapse = s["verdicts"].get("collapse", {"count": 0, "ci95": mc.wilson(0, REPLICATIONS)})
+        low, high = collapse["ci95"]
+        ready, attempts = s["quantiles"]["all_ready_s"], s["quantiles"]["add_attempts"]
+        out.append(
+            [
+                f"{resolve(entries=point['entries']).entries:,}",
+                point["pods"],
+                f"{collapse['count']}/{REPLICATIONS} ({low:.1%}–{high:.1%})",
+                _s(ready["p50"]),
+                _s(ready["p95"]),
+                f"{attempts['p50']:,.0f}",
+            ]
+        )
+    return _md(header, out)
+
+
 def table_drift() -> str:
     """A fresh agent's adaptive interval on a quiet 16Mi map (500 connections/min)."""
     r = _run(entries="0", max_entries="16Mi", churn="500/min", gc_initial_interval="5m", horizon="40h", pods="1")
@@ -179,6 +209,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "sizing": table_sizing,
     "walk": table_walk,
     "burst": table_burst,
+    "burst-replications": table_burst_replications,
     "drift": table_drift,
     "mitigations": table_mitigations,
 }
