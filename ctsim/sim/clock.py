@@ -64,16 +64,47 @@ def advance(env: simpy.Environment, delay: float) -> bool:
     return True
 
 
-def process_after(env: simpy.Environment, delay: float, generator: ProcessGenerator) -> simpy.Process:
+class Unwatched:
+    """The environment a process nobody will ever wait on sees: its successful end needs no event.
+
+    SimPy schedules a process's end so that its waiters wake a round later.
+    With none, that event runs no callback when it is stepped, and the id it
+    took leaves every other event's order as it was: dropping it is the same
+    run, one event shorter (a pod's worker: 50 of a 50-pod run's ~850). A
+    failed end is scheduled as ever, so the error still ends the run.
+    ``Process._resume`` is the only user of a process's ``env`` here: it
+    sets ``_active_proc`` (kept on this object: nothing in ctsim interrupts
+    a process, the one reader) and calls ``schedule``.
+    """
+
+    __slots__ = ("_active_proc", "_env")
+
+    def __init__(self, env: simpy.Environment) -> None:
+        self._env = env
+        self._active_proc: simpy.Process | None = None
+
+    def schedule(self, event: simpy.Event, priority: int = NORMAL, delay: float = 0) -> None:
+        if event._ok and not event.callbacks:  # type: ignore[attr-defined]
+            event.callbacks = None  # processed: a late ``yield`` of it would go straight on
+            return
+        self._env.schedule(event, priority, delay)
+
+
+def process_after(
+    env: simpy.Environment, delay: float, generator: ProcessGenerator, unwatched: bool = False
+) -> simpy.Process:
     """``env.process`` of a generator whose first step is ``yield env.timeout(delay)``, less its start event.
 
     The process waits on the timeout from the start. Call it where that
     process's ``Initialize`` would have run (``start_processes``): the
     timeout then takes the same place among events, and the process wakes
-    at it exactly as it would have.
+    at it exactly as it would have. ``unwatched``: nobody keeps the process
+    to wait on it, so it ends without an event (``Unwatched``).
     """
     timer = env.timeout(delay)
     process = _waiting_on(env, generator, timer)
+    if unwatched:
+        process.env = Unwatched(env)  # type: ignore[assignment]
     timer.callbacks.append(process._resume)  # type: ignore[union-attr,attr-defined]
     return process
 
@@ -143,6 +174,40 @@ def fire_now(event: simpy.Event, value: object) -> None:
     callbacks, event.callbacks = event.callbacks, None
     for callback in callbacks or ():
         callback(event)
+
+
+def any_of(env: simpy.Environment, a: simpy.Event, b: simpy.Event) -> simpy.Event:
+    """``a | b`` (SimPy's ``AnyOf``) for one waiter, one event shorter where it may be.
+
+    The condition's own event runs a round after the first of the two
+    fires, then wakes its waiter. Where that first event's callback to it
+    is its last, and nothing else is queued at this instant, that round is
+    the very next step; the waiter is then woken inside this one instead
+    (as ``fire_now``): the same code at the same clock reading, with no
+    event between. Its value is None: the waiter reads ``a`` and ``b``.
+    """
+    done = simpy.Event(env)
+    if a.callbacks is None or b.callbacks is None:  # one has run already: AnyOf fires a round later
+        done.succeed()
+        return done
+    lists = (a.callbacks, b.callbacks)
+
+    def first(event: simpy.Event) -> None:
+        fired = lists[0] if event is a else lists[1]
+        other = lists[1] if event is a else lists[0]
+        if first in other:
+            other.remove(first)  # AnyOf's own check would do nothing there now
+        if not event._ok:  # type: ignore[attr-defined]
+            event._defused = True  # type: ignore[attr-defined]
+            done.fail(event._value)  # type: ignore[arg-type]
+        elif fired[-1] is first and nothing_due_now(env):
+            fire_now(done, None)
+        else:
+            done.succeed()
+
+    lists[0].append(first)
+    lists[1].append(first)
+    return done
 
 
 class Deadline(simpy.Event):

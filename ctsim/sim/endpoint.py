@@ -16,7 +16,7 @@ from enum import StrEnum
 import simpy
 
 from ctsim.rate import LimitedRequest
-from ctsim.sim.clock import process_now
+from ctsim.sim.clock import any_of, process_now
 from ctsim.sim.lock import FIFOLock
 from ctsim.sim.node import Node
 from ctsim.sim.walk import walk
@@ -118,7 +118,7 @@ def create_endpoint(
     # step does after each touches neither, and no other event can run in between.
     scrub = process_now(env, _create_scrub(node, ep, deadline))
     regeneration = process_now(env, _regenerate(node, ep, scrub, deadline))
-    yield regeneration | ctx
+    yield any_of(env, regeneration, ctx)
     if regeneration.triggered and regeneration.value and env.now < deadline:
         node.endpoint_create.finish(req, success=True)
         return _OK

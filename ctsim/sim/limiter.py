@@ -23,7 +23,7 @@ from ctsim.rate import (
     LimitedRequest,
     LimiterCore,
 )
-from ctsim.sim.clock import Deadline, fire_now, process_now, timeout_at
+from ctsim.sim.clock import Deadline, fire_now, nothing_due_now, process_now, timeout_at
 from ctsim.sim.semaphore import ARRIVALS, WeightedSemaphore
 
 
@@ -261,7 +261,7 @@ class Call(simpy.Event):
     def _token_done(self, _: simpy.Event) -> None:
         if self.state is TOKEN:
             self.state = TOKEN_TAKEN
-            self._after_hops(1, lambda: self._admit(woken=True))
+            self._after_hops(1, lambda: self._admit(woken=True), woken=True)
 
     def _admit(self, woken: bool = False) -> None:
         """Admitted: the handler goes on with its request at once; the client hears when it ends.
@@ -317,12 +317,22 @@ class Call(simpy.Event):
         self._ok, self._value = True, value
         self.env.schedule(self)
 
-    def _after_hops(self, hops: int, then: Callable[[], None]) -> None:
-        """Runs ``then`` after ``hops`` rounds of the scheduler at the current instant."""
+    def _after_hops(self, hops: int, then: Callable[[], None], woken: bool = False) -> None:
+        """Runs ``then`` after ``hops`` rounds of the scheduler at the current instant.
+
+        ``woken``: called last in a step whose event woke only this call (a
+        hop of its own, its token's timer). A round with nothing else queued
+        at this instant would be the very next step, running only this, so
+        it is skipped, as ``clock.advance`` skips a timer: the same code at
+        the same clock reading, one event shorter.
+        """
+        if woken:
+            while hops and nothing_due_now(self.env):
+                hops -= 1
         if hops == 0:
             then()
             return
         hop = simpy.Event(self.env)
-        hop.callbacks.append(lambda _: self._after_hops(hops - 1, then))  # type: ignore[union-attr]
+        hop.callbacks.append(lambda _: self._after_hops(hops - 1, then, woken=True))  # type: ignore[union-attr]
         hop._ok, hop._value = True, None
         self.env.schedule(hop)

@@ -146,7 +146,7 @@ class Model:
         """Every pod's worker, waiting for its first ADD; one start event for all of them."""
         node, env, parked = self.node, self.env, self.parked
         for pod in self.pods:
-            process_after(env, pod.created_at, pod_worker(node, pod, deadline, parked))
+            process_after(env, pod.created_at, pod_worker(node, pod, deadline, parked), unwatched=True)
 
     def _gc_pass(self) -> Generator[simpy.Event, object, tuple[int, int, float]]:
         """``runGC`` over ``GlobalMaps(ipv4, ipv6)``: every family, one ratio (the max over all maps)."""

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Generator
 
+import pytest
 import simpy
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ctsim.sim.clock import Deadline, advance, process_after, process_now, start_processes, timeout_at
+from ctsim.sim.clock import Deadline, advance, any_of, process_after, process_now, start_processes, timeout_at
 
 
 def _fires_at(now: float, t: float) -> float:
@@ -132,3 +133,55 @@ def _spawned(times: list[int], at_once: bool) -> list[tuple[float, str]]:
 @given(st.lists(st.integers(0, 4), max_size=6))
 def test_a_process_started_now_where_its_start_would_run_next_is_the_same_run(times: list[int]) -> None:
     assert _spawned(times, at_once=True) == _spawned(times, at_once=False)
+
+
+def _race_world(times: list[int], a_at: int, b_at: int, race: str) -> list[tuple[float, str]]:
+    """Noise processes logging at ``times``, and one waiter on the first of two timers (``a | b`` or ``any_of``)."""
+    env = simpy.Environment()
+    log: list[tuple[float, str]] = []
+
+    def noise(i: int, t: int) -> Generator[simpy.Event, object, None]:
+        yield env.timeout(t)
+        log.append((env.now, f"noise {i}"))
+        yield env.timeout(0)
+        log.append((env.now, f"noise {i} again"))
+
+    def waiter() -> Generator[simpy.Event, object, None]:
+        a, b = env.timeout(a_at), env.timeout(b_at)
+        yield (a | b) if race == "condition" else any_of(env, a, b)
+        log.append((env.now, f"woken, a {a.processed}, b {b.processed}"))
+        yield env.timeout(0)
+        log.append((env.now, "after"))
+
+    for i, t in enumerate(times):
+        env.process(noise(i, t))
+    env.process(waiter())
+    env.run()
+    return log
+
+
+@given(st.lists(st.integers(0, 4), max_size=5), st.integers(0, 4), st.integers(0, 4))
+def test_any_of_wakes_its_waiter_where_anyof_would(times: list[int], a_at: int, b_at: int) -> None:
+    """Inline where nothing else is due at the instant, a round later otherwise: the same order of everything."""
+    assert _race_world(times, a_at, b_at, "any_of") == _race_world(times, a_at, b_at, "condition")
+
+
+def test_an_unwatched_process_ends_without_an_event_but_not_without_its_error() -> None:
+    env = simpy.Environment()
+    steps = 0
+
+    def quiet() -> Generator[simpy.Event, object, None]:
+        yield env.timeout(1)
+
+    def failing() -> Generator[simpy.Event, object, None]:
+        yield env.timeout(1)
+        raise RuntimeError("a bug in a pod's worker")
+
+    start_processes(env, lambda: process_after(env, 0, quiet(), unwatched=True))
+    while env.peek() != float("inf"):
+        env.step()
+        steps += 1
+    assert steps == 3  # the start, its timer, the worker's timeout: no end event
+    start_processes(env, lambda: process_after(env, 0, failing(), unwatched=True))
+    with pytest.raises(RuntimeError, match="a bug"):
+        env.run()
