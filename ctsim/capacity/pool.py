@@ -78,8 +78,9 @@ def connect(scheduler: str) -> Any:
 def chunks(n: int, workers: int) -> list[range]:
     """Strided chunks of ``range(n)``: ``CHUNKS_PER_WORKER`` per worker, each a slice ``j::k``.
 
-    A Dask task costs about a millisecond of scheduling and transfer, a run
-    a few: one point per task would spend a fifth of the cluster on Dask.
+    A Dask task costs milliseconds of scheduling and transfer, about what a
+    run does: one point per task cost 28 % of the work on top of it,
+    ctsim's chunks 1 % (``benchmarks/bench_dask.py``).
     Striding spreads a grid's expensive corner (its collapses sit together)
     over every chunk, so equal chunks cost about the same and the last one
     does not keep one worker busy while the others wait.

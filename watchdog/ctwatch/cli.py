@@ -365,7 +365,7 @@ def rules(
 
     if fmt not in ("rules", "prometheusrule"):
         raise InputError(f"--format: rules or prometheusrule, got {fmt!r}")
-    if not job.strip() or '"' in job or "\\" in job:
+    if not job.strip() or '"' in job or "\\" in job or "`" in job:  # it goes into PromQL and a template
         raise InputError(f"--job: not a usable job label: {job!r}")
     warning, critical = parse_ratios(warning_ratio, critical_ratio)
     settings = RuleSettings(
