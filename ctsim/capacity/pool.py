@@ -58,17 +58,38 @@ def _worker_init() -> None:
 
 
 def check_scheduler(scheduler: str | None) -> None:
-    """Before any work: an address that is there (Dask's own client judges the rest)."""
-    if scheduler is not None and not scheduler.strip():
+    """Before any work: Dask is installed and the address parses (reaching it is ``connect``'s to judge).
+
+    A ``Client`` made with an address that does not parse fails, then
+    complains again with a traceback when it is collected at exit.
+    """
+    if scheduler is None:
+        return
+    if not scheduler.strip():
         raise InputError("--scheduler: empty; give the Dask scheduler's address, e.g. tcp://10.0.0.5:8786")
+    _dask()
+    from distributed.comm.addressing import parse_address, parse_host_port
+
+    try:
+        scheme, location = parse_address(scheduler)
+        if scheme in ("tcp", "tls"):
+            parse_host_port(location)
+    except ValueError as exc:
+        raise InputError(f"--scheduler: not a Dask address ({exc}), e.g. tcp://10.0.0.5:8786") from None
+
+
+def _dask() -> None:
+    try:
+        import distributed  # noqa: F401
+    except ImportError:
+        raise InputError("--scheduler: needs Dask (pip install 'ctsim[dask]')") from None
 
 
 def connect(scheduler: str) -> Any:
     """A ``dask.distributed.Client`` on ``scheduler``; one clear line when Dask is missing or unreachable."""
-    try:
-        from distributed import Client
-    except ImportError:
-        raise InputError("--scheduler: needs Dask (pip install 'ctsim[dask]')") from None
+    check_scheduler(scheduler)
+    from distributed import Client
+
     try:
         return Client(scheduler, timeout=DASK_TIMEOUT_S, set_as_default=False)
     except (OSError, TimeoutError, ValueError, TypeError) as exc:
