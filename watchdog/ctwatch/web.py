@@ -23,7 +23,6 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.registry import CollectorRegistry
 
 from ctwatch import __version__, runbook
-from ctwatch.runbook import RUNBOOK_PATH
 from ctwatch.webconfig import WebConfig
 
 BACKLOG = 128  # socketserver's default of 5 drops scrapers that arrive together
@@ -110,7 +109,7 @@ def serve(
                 self._metrics()
             elif path == "/":
                 self._send(200, landing, "text/html; charset=utf-8")
-            elif path == RUNBOOK_PATH:
+            elif path == runbook.RUNBOOK_PATH:
                 self._send(200, runbook.page(), "text/html; charset=utf-8")
             elif path == "/healthz":
                 ok = healthy()
