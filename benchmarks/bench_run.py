@@ -8,11 +8,14 @@ run (CPU time too, by up to ~40 %), so the minimum is the stable figure.
 Compare the ratios, not the absolute milliseconds.
 
     python benchmarks/bench_run.py            # start-up, main job, drift, plan, pods up to 5,000
-    python benchmarks/bench_run.py --large    # also 100,000 pods (about two minutes)
+    python benchmarks/bench_run.py --large    # also 100,000 pods (long: played until resolved)
+    python benchmarks/bench_run.py --busy 1   # the same with a spinning process beside every case
 
-Targets (issue "Performance II"): main job <= 1.6x the floor, --help <=
-1.3x; 365 days and plan <= 2x the main job; 5,000 pods <= 10x the floor;
-100,000 pods under 30 s and 1 GB.
+Targets (issue "Performance III"): main job <= 1.6x the floor, --help <=
+1.3x; 365 days and plan <= 2x the main job; 5,000 pods <= 4x the bare
+loop of its own retries, 100,000 pods <= 2.5x theirs. ``--busy N`` runs N
+spinning processes beside every case, for the ratios that must hold on a
+loaded machine (plan against the main job).
 
 Beside the 5,000 pods it times, in this process, the least a storm played
 step by step must do: as many retries as that run made (its CNI ADDs and
@@ -20,12 +23,18 @@ DELs), each popped from a heap of the pods in time order, given one draw
 from its pod's stream and pushed back. No limiter, no counters. The model
 must stay within a small factor of that loop, whatever else changes.
 
+The main job gets the same bound: the modules it imports (a case of its
+own) plus the bare loop of its retries. That sum is the least any model
+that imports those modules and plays each retry can take, so the main
+job's target is out of reach while it stands above 1.6x the floor.
+
 The ctsim package is compiled to bytecode first: with PYTHONDONTWRITEBYTECODE
 set, every run would compile it again and count that.
 """
 
 from __future__ import annotations
 
+import argparse
 import compileall
 import heapq
 import json
@@ -39,10 +48,13 @@ from ctsim.sim.pod import Draws, jitter
 
 PY = sys.executable
 CTSIM = [PY, "-m", "ctsim"]
+# What the main job imports: its cli, the model, its advice and its report pull in every module it loads.
+MAIN_JOB_IMPORTS = "ctsim.cli, ctsim.sim.model, ctsim.capacity.mitigations, ctsim.report"
 DRIFT = ["--entries", "0", "--max-entries", "16Mi", "--churn", "50000/min for 8h, 500/min for 16h"]
 CASES: dict[str, list[str]] = {
     "floor": [PY, "-c", "import simpy, typer, rich"],
     "ctsim --help": [*CTSIM, "--help"],
+    "its imports": [PY, "-c", f"import simpy, typer, rich, {MAIN_JOB_IMPORTS}"],
     "main job": [*CTSIM, "run", "--entries", "16M", "--pods", "50"],
     "16Ki table": [*CTSIM, "run", "--entries", "16Ki", "--pods", "50"],
     "16Mi table": [*CTSIM, "run", "--entries", "16Mi", "--pods", "50"],
@@ -82,15 +94,36 @@ def retries(printed: str) -> int:
     return cni["add_attempts"] + cni["del_calls"]
 
 
-def against_bare(label: str, pods: int, cpu: float, printed: str, floor: float) -> None:
+def line(label: str, value: float, target: str) -> None:
+    print(f"  {label:<34} {value:5.2f}x   ({target})")
+
+
+def against_bare(label: str, pods: int, cpu: float, printed: str, floor: float, target: str) -> None:
     steps = retries(printed)
     bare = min(bare_retries(pods, steps) for _ in range(3))
     print(f"  {label}: bare loop of its {steps:,} retries {bare:.2f} s ({bare / floor:.1f}x the floor)")
-    print(f"  {label} / its bare loop            {cpu / bare:5.2f}x   (the whole run, start-up included)")
+    line(f"{label} / its bare loop", cpu / bare, f"{target}; the whole run, start-up included")
 
 
-def main(repeats: int = 7, large: bool = False) -> None:
+def spin(n: int) -> list[subprocess.Popen[bytes]]:
+    """``n`` processes that burn a core each until killed: the busy neighbours of ``--busy``."""
+    return [subprocess.Popen([PY, "-c", "while True: pass"]) for _ in range(n)]
+
+
+def main(repeats: int = 7, large: bool = False, busy: int = 0) -> None:
     compileall.compile_dir(Path(__file__).resolve().parent.parent / "ctsim", quiet=1)
+    if busy:
+        print(f"{busy} busy process{'es' if busy > 1 else ''} beside every case")
+    spinners = spin(busy)
+    try:
+        measured(repeats, large)
+    finally:
+        for s in spinners:
+            s.kill()
+            s.wait()
+
+
+def measured(repeats: int, large: bool) -> None:
     cpu: dict[str, list[float]] = {name: [] for name in CASES}
     wall: dict[str, list[float]] = {name: [] for name in CASES}
     for _ in range(repeats):
@@ -98,6 +131,7 @@ def main(repeats: int = 7, large: bool = False) -> None:
             c, w, _, _ = measure(cmd)
             cpu[name].append(c)
             wall[name].append(w)
+    main_printed = measure([*CASES["main job"], "--json"])[3]
     pods_runs = {n: [measure(cmd) for _ in range(3)] for n, cmd in PODS.items()}
     pods_cpu = {n: [run[0] for run in runs] for n, runs in pods_runs.items()}
     c = {name: min(xs) for name, xs in cpu.items()}
@@ -107,25 +141,36 @@ def main(repeats: int = 7, large: bool = False) -> None:
     for name in CASES:
         print(f"  {name:>14}: {c[name] * 1000:6.0f} ms ({w[name] * 1000:4.0f} ms)")
 
-    def line(label: str, value: float, target: str) -> None:
-        print(f"  {label:<34} {value:5.2f}x   (target {target})")
-
     print("ratios")
-    line("main job / floor", main_job / floor, "<= 1.6x")
-    line("ctsim --help / floor", c["ctsim --help"] / floor, "<= 1.3x")
-    line("365-day drift / main job", c["365-day drift"] / main_job, "<= 2x")
-    line("ctsim plan / main job", c["ctsim plan"] / main_job, "<= 2x")
-    line("16Mi table / 16Ki table", c["16Mi table"] / c["16Ki table"], "<= 1.2x")
+    line("main job / floor", main_job / floor, "target <= 1.6x")
+    steps = retries(main_printed)
+    bare = min(bare_retries(50, steps) for _ in range(7))
+    least = c["its imports"] + bare
+    print(
+        f"  main job's least: its imports {c['its imports'] * 1000:.0f} ms + bare loop of its {steps:,} retries "
+        f"{bare * 1000:.0f} ms"
+    )
+    reach = "the 1.6x target is out of reach" if least / floor > 1.6 else "within the 1.6x target"
+    line("main job's least / floor", least / floor, reach)
+    line("main job / its least", main_job / least, "what the model and its report add")
+    line("ctsim --help / floor", c["ctsim --help"] / floor, "target <= 1.3x")
+    line("365-day drift / main job", c["365-day drift"] / main_job, "target <= 2x")
+    line("ctsim plan / main job", c["ctsim plan"] / main_job, "target <= 2x")
+    line("16Mi table / 16Ki table", c["16Mi table"] / c["16Ki table"], "16Mi collapses and plays until resolved")
     p500, p5000 = (min(pods_cpu[n]) for n in (500, 5000))
-    line("5,000 pods / floor", p5000 / floor, "<= 10x")
+    line("5,000 pods / floor", p5000 / floor, "no target")
     line("5,000 pods / 500 pods", p5000 / p500, "~10x when linear")
-    against_bare("5,000 pods", 5000, p5000, pods_runs[5000][0][3], floor)
+    against_bare("5,000 pods", 5000, p5000, pods_runs[5000][0][3], floor, "target <= 4x")
     if large:
         c100k, w100k, rss, printed = measure(LARGE)
-        print(f"  100,000 pods: {c100k:.1f} s CPU, {w100k:.1f} s wall, peak RSS {rss:,.0f} MiB (target < 30 s, < 1 GB)")
-        against_bare("100,000 pods", 100_000, c100k, printed, floor)
+        print(f"  100,000 pods: {c100k:.1f} s CPU, {w100k:.1f} s wall, peak RSS {rss:,.0f} MiB")
+        against_bare("100,000 pods", 100_000, c100k, printed, floor, "target <= 2.5x")
 
 
 if __name__ == "__main__":
-    args = [a for a in sys.argv[1:] if a != "--large"]
-    main(int(args[0]) if args else 7, large="--large" in sys.argv)
+    parser = argparse.ArgumentParser(description="ctsim's start-up, main job and storms as ratios to their floors.")
+    parser.add_argument("repeats", nargs="?", type=int, default=7, help="runs of each case; the fastest is kept")
+    parser.add_argument("--large", action="store_true", help="also 100,000 pods (long: played until resolved)")
+    parser.add_argument("--busy", type=int, default=0, metavar="N", help="N spinning processes beside every case")
+    args = parser.parse_args()
+    main(args.repeats, large=args.large, busy=args.busy)

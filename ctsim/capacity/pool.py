@@ -9,7 +9,6 @@ order of the inputs, whichever finishes first.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import signal
 from collections.abc import Callable, Sequence
@@ -42,6 +41,8 @@ def run_all(
             if progress:
                 progress(len(results), len(items))
         return results
+    import multiprocessing  # here: every command checks --scheduler in this module, and one run needs no pool
+
     with multiprocessing.get_context("fork").Pool(n, initializer=_worker_init) as pool:
         # One item at a time: a collapse costs several times what its neighbours do, and a chunk of them
         # at the end keeps one worker busy while the other waits. A row's trip costs ~0.1 ms.
