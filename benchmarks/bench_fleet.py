@@ -27,12 +27,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from ctsim.cli.fleet_view import json_doc
+from ctsim.core.profiles import get_profile
 from ctsim.fleet.prometheus import Client
 from ctsim.fleet.risk import Assumptions, assess, rank
 from ctsim.fleet.series import Query, read_fleet
 from ctsim.fleet.simulate import simulate
-from ctsim.fleet_view import json_doc
-from ctsim.profiles import get_profile
 from tests.support.prometheus import Series, backfill, history, prometheus
 
 STEP = 60.0
@@ -92,7 +92,7 @@ def _peak_rss_mb(url: str, end: float) -> float:
     """
     code = (
         "import sys\n"
-        "from ctsim.cli import main\n"
+        "from ctsim.cli.app import main\n"
         f"sys.argv = ['ctsim', 'fleet', '--prometheus-url', {url!r}, '--time', '{end:.0f}', '--window', '5m',"
         " '--json']\n"
         "try:\n    main()\n"

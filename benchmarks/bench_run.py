@@ -49,7 +49,7 @@ from ctsim.sim.pod import Draws, jitter
 PY = sys.executable
 CTSIM = [PY, "-m", "ctsim"]
 # What the main job imports: its cli, the model, its advice and its report pull in every module it loads.
-MAIN_JOB_IMPORTS = "ctsim.cli, ctsim.sim.model, ctsim.capacity.mitigations, ctsim.report"
+MAIN_JOB_IMPORTS = "ctsim.cli.app, ctsim.sim.model, ctsim.capacity.mitigations, ctsim.cli.report"
 DRIFT = ["--entries", "0", "--max-entries", "16Mi", "--churn", "50000/min for 8h, 500/min for 16h"]
 CASES: dict[str, list[str]] = {
     "floor": [PY, "-c", "import simpy, typer, rich"],

@@ -22,7 +22,7 @@ import time
 from bench_run import bare_retries
 
 from ctsim.capacity.sweep import points, run_point, sweep
-from ctsim.scenario import resolve
+from ctsim.inputs.scenario import resolve_flags
 from ctsim.sim.model import simulate
 
 GRIDS = {
@@ -45,7 +45,7 @@ def main() -> None:
             seconds = min(seconds, time.process_time() - start)
         verdicts = {v: sum(r["verdict"] == v for r in rows) for v in ("ok", "degraded", "collapse")}
         print(f"{name:>44}: {len(rows) / seconds:6.1f} runs/s/core  ({len(rows)} runs, {verdicts})")
-        counters = [simulate(resolve(**flags)).counters for flags in grid]
+        counters = [simulate(resolve_flags(**flags)).counters for flags in grid]
         steps = sum(c.add_attempts + c.del_calls for c in counters)
         bare = min(bare_retries(50, steps) for _ in range(3))
         per_run = steps / len(rows)

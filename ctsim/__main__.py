@@ -1,3 +1,3 @@
-from ctsim.cli import main
+from ctsim.cli.app import main
 
 main()

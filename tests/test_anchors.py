@@ -2,9 +2,9 @@
 
 import pytest
 
-from ctsim.defaults import LIMIT_TABLE_MAX
-from ctsim.projection import walk_seconds
-from ctsim.sizing import TOTAL_MAP_MEMORY_DEFAULT, ct_map_sizes
+from ctsim.core.defaults import LIMIT_TABLE_MAX
+from ctsim.core.projection import walk_seconds
+from ctsim.core.sizing import TOTAL_MAP_MEMORY_DEFAULT, ct_map_sizes
 from tests.support.scenarios import run
 
 
@@ -126,10 +126,10 @@ def test_advice_is_checked_by_the_model() -> None:
 def test_the_lock_is_released_between_the_maps_of_a_family() -> None:
     # Two pods, 30 s TCP walks, 10 s non-TCP walks: pod 1's non-TCP walk waits
     # behind pod 2's TCP walk (FIFO), so pod 1 finishes its scrub at 30+30+10 s.
-    from ctsim.scenario import resolve
+    from ctsim.inputs.scenario import resolve_flags
     from ctsim.sim.model import Model
 
-    model = Model(resolve(entries="6390000", expired_fraction="0", pods="2", horizon="5m", gc_next_pass="1h"))
+    model = Model(resolve_flags(entries="6390000", expired_fraction="0", pods="2", horizon="5m", gc_next_pass="1h"))
     model.node.families[0].maps[1].established = 2_130_000  # 10 s of non-TCP entries
     model.node.families[0].maps[1]._present = 2_130_000
     holds: list[tuple[float, float]] = []

@@ -98,10 +98,10 @@ def test_every_help_names_value_types_and_whole_descriptions(words: tuple[str, .
 
 
 def test_scenario_help_shows_the_defaults_the_model_uses() -> None:
-    from ctsim.defaults import CLIENT_TIMEOUT, CONNTRACK_GC_MAX_LRU_INTERVAL, DEFAULT_REGENERATION
-    from ctsim.presets import PRESETS
-    from ctsim.quantity import format_duration
-    from ctsim.scenario import DEFAULT_CONN_SECONDS, UNTIL_RESOLVED_CAP
+    from ctsim.core.defaults import CLIENT_TIMEOUT, CONNTRACK_GC_MAX_LRU_INTERVAL, DEFAULT_REGENERATION
+    from ctsim.core.quantity import format_duration
+    from ctsim.inputs.presets import PRESETS
+    from ctsim.inputs.scenario import DEFAULT_CONN_SECONDS, UNTIL_RESOLVED_CAP
 
     text = " ".join(ctsim("run", "--help").stdout.split())  # unwrapped
     for seconds in (CLIENT_TIMEOUT, CONNTRACK_GC_MAX_LRU_INTERVAL, DEFAULT_REGENERATION, DEFAULT_CONN_SECONDS):

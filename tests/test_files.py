@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from ctsim.errors import InputError
-from ctsim.files import check_writable, read_text, write_atomic
+from ctsim.core.errors import InputError
+from ctsim.core.files import check_writable, read_text, write_atomic
 from tests.support.needs import REQUIRED
 
 ROOT = Path(__file__).resolve().parents[1]

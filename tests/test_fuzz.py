@@ -20,8 +20,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ctsim.errors import InputError
-from ctsim.scenario import MAX_DEADLINE, MAX_HORIZON, MAX_PODS, MIN_GC_INTERVAL, resolve
+from ctsim.core.errors import InputError
+from ctsim.inputs.given import MAX_DEADLINE, MAX_HORIZON, MAX_PODS, MIN_GC_INTERVAL
+from ctsim.inputs.scenario import resolve_flags
 
 DATA = Path(__file__).parent / "data"
 TIME_LIMIT_S = 30
@@ -140,9 +141,9 @@ FLAGS = ["entries", "pods", "max_entries", "expired_fraction", "rate", "churn", 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.dictionaries(st.sampled_from(FLAGS), FLAG_TEXT, min_size=1, max_size=3))
 def test_generated_flag_values_resolve_or_fail_in_one_line(flags: dict[str, str]) -> None:
-    """Whatever a user types, resolve() returns a scenario or raises InputError naming the flag."""
+    """Whatever a user types, resolve_flags() returns a scenario or raises InputError naming the flag."""
     try:
-        s = resolve(**flags)  # type: ignore[arg-type]
+        s = resolve_flags(**flags)  # type: ignore[arg-type]
     except InputError as exc:
         message = str(exc)
         assert "\n" not in message and message.startswith("--"), message
@@ -154,4 +155,4 @@ def test_generated_flag_values_resolve_or_fail_in_one_line(flags: dict[str, str]
 
 @pytest.mark.parametrize("value", ["0", "1,000,000", "16Mi", "1_000"])
 def test_counts_people_write(value: str) -> None:
-    resolve(entries=value)
+    resolve_flags(entries=value)

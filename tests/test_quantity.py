@@ -1,7 +1,7 @@
 import pytest
 
-from ctsim.errors import InputError
-from ctsim.quantity import format_duration, parse_count, parse_duration, parse_rate
+from ctsim.core.errors import InputError
+from ctsim.core.quantity import format_duration, parse_count, parse_duration, parse_rate
 
 
 @pytest.mark.parametrize(

@@ -6,8 +6,8 @@ import io
 
 import pytest
 
-from ctsim.report import render
-from ctsim.term import Terminal
+from ctsim.cli.report import render
+from ctsim.cli.term import Terminal
 from tests.support.scenarios import run
 
 

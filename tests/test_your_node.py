@@ -8,13 +8,13 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from ctsim.cli import app
-from ctsim.defaults import ENDPOINT_CREATE
-from ctsim.errors import InputError
-from ctsim.scenario import UNTIL_RESOLVED_CAP, resolve
+from ctsim.cli.app import app
+from ctsim.core.defaults import ENDPOINT_CREATE
+from ctsim.core.errors import InputError
+from ctsim.core.sizing import ct_map_sizes
+from ctsim.inputs.scenario import UNTIL_RESOLVED_CAP, resolve_flags
 from ctsim.sim.model import STORM_SETTLE
 from ctsim.sim.result import STALL, Verdict
-from ctsim.sizing import ct_map_sizes
 from tests.support.scenarios import run
 
 
@@ -25,7 +25,7 @@ def _run_json(*args: str) -> dict:
 
 
 def test_a_given_memory_and_ratio_size_the_map_the_preset_only_fills_it() -> None:
-    s = resolve(node_memory="64Gi", map_ratio="0.0025", pods="10")
+    s = resolve_flags(node_memory="64Gi", map_ratio="0.0025", pods="10")
     sizes = ct_map_sizes(64 * 2**30, 0.0025)
     assert (s.max_entries, s.any_max_entries) == (sizes.tcp, sizes.any) == (602_802, 301_401)
     assert s.entries == s.max_entries  # the analytics preset's map is full: so is this one
@@ -35,21 +35,21 @@ def test_a_given_memory_and_ratio_size_the_map_the_preset_only_fills_it() -> Non
 
 
 def test_a_static_preset_sizes_a_given_memory_with_helms_ratio_and_says_so() -> None:
-    s = resolve(preset="standard", node_memory="64Gi")
+    s = resolve_flags(preset="standard", node_memory="64Gi")
     assert s.max_entries == ct_map_sizes(64 * 2**30, 0.0025).tcp
     assert any("Helm chart's default" in n for n in s.notes)
     # The preset's share of its own 262,144-entry map, on the sized one.
     assert s.entries == round(250_000 / 262_144 * s.max_entries)
-    off = resolve(preset="standard", node_memory="64Gi", map_ratio="0")  # static: the preset's own limit
+    off = resolve_flags(preset="standard", node_memory="64Gi", map_ratio="0")  # static: the preset's own limit
     assert off.max_entries == 262_144 and any("sizes nothing" in n for n in off.notes)
-    assert resolve(node_memory="64Gi", map_ratio="0").max_entries == 524_288  # analytics has none: Cilium's
+    assert resolve_flags(node_memory="64Gi", map_ratio="0").max_entries == 524_288  # analytics has none: Cilium's
 
 
 def test_entries_beyond_a_sized_map_are_clamped_and_beyond_a_preset_map_raise_it() -> None:
-    sized = resolve(node_memory="64Gi", entries="2M")
+    sized = resolve_flags(node_memory="64Gi", entries="2M")
     assert sized.entries == sized.max_entries == 1_205_604
     assert any("clamped" in n for n in sized.notes) and sized.origin("entries") == "given, clamped to the map"
-    preset = resolve(preset="standard", entries="1M")
+    preset = resolve_flags(preset="standard", entries="1M")
     assert preset.entries == preset.max_entries == 1_000_000
     assert "raised" in preset.origin("capacity")
 
@@ -75,8 +75,8 @@ def test_non_tcp_churn_fills_the_non_tcp_map_for_60s_after_each_flow() -> None:
 
 def test_ipv6_non_tcp_entries_need_a_dual_stack_node() -> None:
     with pytest.raises(InputError, match="--ipv6-any-entries: give --ipv6-entries"):
-        resolve(ipv6_any_entries="1M")
-    s = resolve(entries="1M", ipv6_entries="1M", ipv6_any_entries="2M")
+        resolve_flags(ipv6_any_entries="1M")
+    s = resolve_flags(entries="1M", ipv6_entries="1M", ipv6_any_entries="2M")
     assert (s.ipv6_entries, s.ipv6_any_entries) == (1_000_000, 2_000_000)
 
 
@@ -146,7 +146,7 @@ def test_advice_never_offers_what_the_run_already_uses_and_ranks_what_it_simulat
 
 
 def test_a_batched_walk_pays_for_every_bucket_of_its_maps() -> None:
-    from ctsim.profiles import PROFILES
+    from ctsim.core.profiles import PROFILES
 
     prof = PROFILES["cilium-1.18"]
     empty = run(entries="0", profile="cilium-1.18", pods="1", horizon="5m")
@@ -156,7 +156,7 @@ def test_a_batched_walk_pays_for_every_bucket_of_its_maps() -> None:
 
 
 def test_the_table_advised_for_a_burst_fits_it_with_the_bucket_term() -> None:
-    from ctsim.projection import FamilyWalk, burst_seconds, max_entries_for_burst
+    from ctsim.core.projection import FamilyWalk, burst_seconds, max_entries_for_burst
 
     walks = [FamilyWalk("ipv4", (4e6, 1e6), 3e6, (16 * 2**20, 8 * 2**20), 5e-9)]  # 0.13 s of buckets per walk
     n = max_entries_for_burst(walks, 50, 90.0, 2.0)
@@ -171,8 +171,8 @@ def test_the_table_advised_for_a_burst_fits_it_with_the_bucket_term() -> None:
 def test_plan_takes_the_same_maps_non_tcp_and_dual_stack() -> None:
     from ctsim.capacity import plan as planner
 
-    facts = planner.Facts(churn="30/s", any_churn="10/s", ipv6_churn="20/s", drift_horizon="1d", burst="5")
-    state = planner.steady_state(facts, "auto")
+    facts = planner.parse_facts(churn="30/s", any_churn="10/s", ipv6_churn="20/s", drift_horizon="1d", burst="5")
+    state = planner.steady_state(facts, 0.0)
     v4_tcp, v4_any, v6_tcp, v6_any = state.peak_maps
     assert v4_tcp > 0 and v4_any > 0 and v6_tcp > 0 and v6_any == 0
     assert sum(state.peak_maps) == state.peak_entries
@@ -186,15 +186,15 @@ def test_ipv6_churn_fills_the_ipv6_maps() -> None:
     r = run(entries="0", ipv6_entries="0", churn="0/s", ipv6_churn="10/s", pods="1", horizon="10m")
     assert r.families[0].entries_at_end == 0 and r.families[1].entries_at_end > 0
     with pytest.raises(InputError, match="--ipv6-churn: give --ipv6-entries"):
-        resolve(ipv6_churn="10/s")
+        resolve_flags(ipv6_churn="10/s")
 
 
 def test_a_flag_with_no_effect_is_said() -> None:
-    fixed = resolve(gc_interval="60s", gc_max_interval="1h", gc_initial_interval="5m")
+    fixed = resolve_flags(gc_interval="60s", gc_max_interval="1h", gc_initial_interval="5m")
     assert sum("has no effect" in n for n in fixed.notes) == 2
-    quiet = resolve(churn="0/s", conn_duration="5m")
+    quiet = resolve_flags(churn="0/s", conn_duration="5m")
     assert any("--conn-duration has no effect" in n for n in quiet.notes)
-    assert not any("no effect" in n for n in resolve(churn="10/s", conn_duration="5m").notes)
+    assert not any("no effect" in n for n in resolve_flags(churn="10/s", conn_duration="5m").notes)
 
 
 def test_an_upgrade_is_not_offered_when_rate_fixes_every_walk() -> None:

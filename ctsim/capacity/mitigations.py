@@ -10,13 +10,14 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from ctsim.floats import left_sum
-from ctsim.quantity import format_duration, parse_duration
-from ctsim.scenario import Scenario, resolve
+from ctsim.core.floats import left_sum
+from ctsim.core.quantity import format_duration
+from ctsim.inputs.scenario import Scenario, resolve
 from ctsim.sim.model import simulate
 from ctsim.sim.result import Result, Verdict
 
 HORIZON = "1h"  # a mitigation that has not resolved the burst by then is not one
+HORIZON_S = 3600.0
 MAX_INTERVAL = 3600.0  # the conntrack-gc-max-interval offered
 
 
@@ -58,15 +59,15 @@ def _gc_cost(r: Result) -> str:
     return f"GC: a first pass of {format_duration(first.end - first.start)}, then {share:.1%} of one core"
 
 
-def _candidates(s: Scenario) -> list[tuple[str, str, dict[str, str]]]:
-    """(flag, what it means, the flags it changes), for the settings this run does not already use."""
-    out: list[tuple[str, str, dict[str, str]]] = []
+def _candidates(s: Scenario) -> list[tuple[str, str, dict[str, Any]]]:
+    """(flag, what it means, the inputs it changes), for the settings this run does not already use."""
+    out: list[tuple[str, str, dict[str, Any]]] = []
     if not s.gc_interval or s.gc_interval > 60:
         out.append(
             (
                 "--gc-interval 60s",
                 "set conntrack-gc-interval to 60s (the agent restarts: a pass now)",
-                {"gc_interval": "60s"},
+                {"gc_interval": 60.0},
             )
         )
     adaptive = not s.gc_interval
@@ -76,10 +77,10 @@ def _candidates(s: Scenario) -> list[tuple[str, str, dict[str, str]]]:
                 "--gc-max-interval 1h",
                 "set conntrack-gc-max-interval to 1h: passes at most 1h apart, so the next one comes on average "
                 "30m after the burst (on the table as given: `ctsim plan` shows the smaller steady table it leads to)",
-                {"gc_max_interval": "1h", "gc_next_pass": "30m"},
+                {"gc_max_interval": MAX_INTERVAL, "gc_next_pass": MAX_INTERVAL / 2},
             )
         )
-    if s.profile in ("cilium-1.16", "cilium-1.17") and s.flags.get("rate") is None:  # --rate fixes every walk
+    if s.profile in ("cilium-1.16", "cilium-1.17") and s.given.rate is None:  # --rate fixes every walk
         out.append(("--profile cilium-1.18", "upgrade to Cilium 1.18 (batched walks)", {"profile": "cilium-1.18"}))
     return out
 
@@ -88,9 +89,8 @@ def simulate_mitigations(s: Scenario) -> list[Mitigation]:
     """Each mitigation this run does not use, simulated for ``HORIZON``; soonest resolved first."""
     found = []
     for flag, action, change in _candidates(s):
-        flags = {**s.flags, **change, "horizon": None}
         # Until resolved, as the run itself, but for at most HORIZON.
-        mitigated = replace(resolve(**flags), horizon=parse_duration(HORIZON, "--horizon"))  # type: ignore[arg-type]
+        mitigated = replace(resolve(replace(s.given, **change, horizon=None)), horizon=HORIZON_S)
         r = simulate(mitigated)
         cost = "an upgrade" if "profile" in change else _gc_cost(r)
         if "profile" in change:

@@ -9,76 +9,100 @@ each run through the model before it is recommended.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from ctsim.defaults import CONNTRACK_GC_MAX_LRU_INTERVAL
-from ctsim.projection import FamilyWalk, max_entries_for_burst, safe_burst, scrub_seconds
-from ctsim.quantity import parse_count, parse_duration
-from ctsim.scenario import MAX_HORIZON, Scenario, resolve
+from ctsim.core.defaults import CONNTRACK_GC_MAX_LRU_INTERVAL, CONNTRACK_GC_STARTING_INTERVAL
+from ctsim.core.projection import FamilyWalk, max_entries_for_burst, safe_burst, scrub_seconds
+from ctsim.core.quantity import format_duration, parse_count, parse_duration
+from ctsim.core.sizing import CTMapSizes
+from ctsim.inputs.given import MAX_HORIZON, Given, parse_given
+from ctsim.inputs.scenario import Scenario, resolve
 from ctsim.sim.model import Model, simulate
 from ctsim.sim.result import Result, Verdict
-from ctsim.sizing import CTMapSizes
 
 DRIFT_HORIZON = "4d"
 TRACE_EVERY = 300.0
+SEARCH_HORIZON = 3600.0  # what each burst of the collapse search runs for
 MAX_BURST_SEARCHED = 400
 
 
 @dataclass(frozen=True)
 class Facts:
-    """What the user knows about the node, as typed (validated by ``resolve``)."""
+    """What the user knows about the node, parsed (``parse_facts``): the node as a ``Given``, and plan's own."""
 
-    node_memory: str = "64Gi"
-    map_ratio: str = "0.0025"
-    max_entries: str | None = None
-    cores: str = "16"
-    profile: str = "cilium-1.16"
-    churn: str = "30/s"
-    any_churn: str | None = None
-    ipv6_churn: str | None = None  # either IPv6 churn makes the node dual-stack
-    ipv6_any_churn: str | None = None
-    conn_duration: str | None = None
-    burst: str = "50"
-    deadline: str | None = None
-    rate: str | None = None
-    calibration: str | None = None
-    drift_horizon: str = DRIFT_HORIZON
-    seed: int = 1
+    node: Given  # the node, with the burst as its pods; every run of the plan is a variant of it
+    drift_horizon: float = 4 * 86400.0
+    drift_horizon_text: str = DRIFT_HORIZON  # as typed, for the inputs it reports
     replications: int = 1  # seeds per candidate burst in the collapse search
 
-    def flags(self, **override: Any) -> dict[str, Any]:
-        flags: dict[str, Any] = {
-            "preset": "analytics",
-            "node_memory": self.node_memory,
-            "map_ratio": self.map_ratio,
-            "max_entries": self.max_entries,
-            "cores": self.cores,
-            "profile": self.profile,
-            "churn": self.churn,
-            "any_churn": self.any_churn,
-            "ipv6_churn": self.ipv6_churn,
-            "ipv6_any_churn": self.ipv6_any_churn,
-            "conn_duration": self.conn_duration,
-            "pods": self.burst,
-            "deadline": self.deadline,
-            "rate": self.rate,
-            "calibration": self.calibration,
-            "seed": self.seed,
-        }
-        if self.dual_stack:
-            flags["ipv6_entries"] = "0"
-        flags.update(override)
-        return flags
+    def variant(self, **override: Any) -> Given:
+        """The node with some inputs replaced (numbers, never text)."""
+        return replace(self.node, **override)
+
+    @property
+    def seed(self) -> int:
+        return self.node.seed
 
     @property
     def dual_stack(self) -> bool:
-        return self.ipv6_churn is not None or self.ipv6_any_churn is not None
+        return self.node.ipv6_entries is not None
+
+
+def parse_facts(
+    *,
+    node_memory: str = "64Gi",
+    map_ratio: str = "0.0025",
+    max_entries: str | None = None,
+    cores: str = "16",
+    profile: str = "cilium-1.16",
+    churn: str = "30/s",
+    any_churn: str | None = None,
+    ipv6_churn: str | None = None,
+    ipv6_any_churn: str | None = None,
+    conn_duration: str | None = None,
+    burst: str = "50",
+    deadline: str | None = None,
+    rate: str | None = None,
+    calibration: str | None = None,
+    drift_horizon: str = DRIFT_HORIZON,
+    seed: int = 1,
+    replications: int = 1,
+    sources: tuple[tuple[str, str], ...] = (),
+) -> Facts:
+    """``ctsim plan``'s flags as typed -> ``Facts``; plan's own flags checked first, then the node's."""
+    from ctsim.capacity.replications import check as check_replications
+
+    check_replications(replications, MAX_PLAN_REPLICATIONS)
+    pods = parse_count(burst, "--burst", minimum=1, maximum=MAX_PLAN_BURST)
+    horizon = parse_duration(drift_horizon, "--drift-horizon", minimum=3600.0, maximum=MAX_HORIZON)
+    node = parse_given(
+        preset="analytics",
+        node_memory=node_memory,
+        map_ratio=map_ratio,
+        max_entries=max_entries,
+        cores=cores,
+        profile=profile,
+        churn=churn,
+        any_churn=any_churn,
+        ipv6_churn=ipv6_churn,
+        ipv6_any_churn=ipv6_any_churn,
+        conn_duration=conn_duration,
+        deadline=deadline,
+        rate=rate,
+        calibration=calibration,
+        seed=seed,
+    )
+    # Either IPv6 churn makes the node dual-stack, its IPv6 maps empty at first.
+    v6 = 0 if node.ipv6_churn is not None or node.ipv6_any_churn is not None else None
+    node = replace(node, pods=pods, ipv6_entries=v6, sources=sources)
+    return Facts(node, horizon, drift_horizon, replications)
 
 
 @dataclass(frozen=True)
 class SteadyState:
-    gc: str
+    gc: str  # as the JSON shows it: "auto" or the fixed interval
+    gc_interval: float  # 0: adaptive
     peak_entries: int  # every map
     peak_maps: tuple[int, ...]  # each map's share of it: IPv4 TCP, non-TCP, then IPv6's when dual-stack
     peak_expired: int
@@ -96,23 +120,27 @@ class SteadyState:
         }
 
 
-def steady_state(facts: Facts, gc_interval: str, **override: Any) -> SteadyState:
-    """A fresh agent on an empty table under the churn, for ``drift_horizon``: how big it gets."""
-    flags = facts.flags(
-        entries="0",
-        pods="1",
+def steady_state(facts: Facts, gc_interval: float, **override: Any) -> SteadyState:
+    """A fresh agent on an empty table under the churn, for ``drift_horizon``: how big it gets.
+
+    ``gc_interval`` is conntrack-gc-interval (0: adaptive, from a fresh agent's 5m).
+    """
+    node = facts.variant(
+        entries=0,
+        pods=1,
         gc_interval=gc_interval,
-        gc_initial_interval=None if gc_interval != "auto" else "5m",
+        gc_initial_interval=None if gc_interval else CONNTRACK_GC_STARTING_INTERVAL,
         horizon=facts.drift_horizon,
         **override,
     )
-    model = Model(resolve(**flags), trace_every=TRACE_EVERY)
+    model = Model(resolve(node), trace_every=TRACE_EVERY)
     result = model.run()
     at = max(range(len(model.trace)), key=lambda i: model.trace[i][1])
     _, present, expired = model.trace[at]
     capped = next((p.start for p in result.gc.passes if p.interval_after >= CONNTRACK_GC_MAX_LRU_INTERVAL), None)
     return SteadyState(
-        gc=gc_interval,
+        gc=format_duration(gc_interval) if gc_interval else "auto",
+        gc_interval=gc_interval,
         peak_entries=present,
         peak_maps=model.trace_maps[at],
         peak_expired=expired,
@@ -125,12 +153,12 @@ def burst_at(facts: Facts, state: SteadyState, burst: int | None = None, **overr
     """The burst arriving when the table is at its peak."""
     expired = state.peak_expired / state.peak_entries if state.peak_entries else 0.0
     maps = dict(zip(("entries", "any_entries", "ipv6_entries", "ipv6_any_entries"), state.peak_maps, strict=False))
-    flags = facts.flags(**{k: str(v) for k, v in maps.items()}, expired_fraction=f"{expired:.6f}", **override)
+    node = facts.variant(**maps, expired_fraction=round(expired, 6), **override)
     if burst is not None:
-        flags["pods"] = str(burst)
-    if state.gc != "auto":
-        flags["gc_interval"] = state.gc
-    return simulate(resolve(**flags))
+        node = replace(node, pods=burst)
+    if state.gc_interval:
+        node = replace(node, gc_interval=state.gc_interval)
+    return simulate(resolve(node))
 
 
 def outcome(r: Result) -> dict[str, Any]:
@@ -149,10 +177,12 @@ def outcome(r: Result) -> dict[str, Any]:
 def collapse_share(facts: Facts, state: SteadyState, burst: int) -> float:
     """The share of ``facts.replications`` seeds (from ``facts.seed``) in which ``burst`` pods collapse in 1 h."""
     if facts.replications <= 1:
-        return float(burst_at(facts, state, burst, horizon="1h").verdict == Verdict.COLLAPSE)
+        return float(burst_at(facts, state, burst, horizon=SEARCH_HORIZON).verdict == Verdict.COLLAPSE)
     from ctsim.capacity.replications import seeds
 
-    runs = [burst_at(facts, state, burst, horizon="1h", seed=s) for s in seeds(facts.seed, facts.replications)]
+    runs = [
+        burst_at(facts, state, burst, horizon=SEARCH_HORIZON, seed=s) for s in seeds(facts.seed, facts.replications)
+    ]
     return sum(r.verdict == Verdict.COLLAPSE for r in runs) / len(runs)
 
 
@@ -187,22 +217,12 @@ MAX_PLAN_BURST = 1_000
 MAX_PLAN_REPLICATIONS = 200  # each is a whole collapse search's worth of runs
 
 
-def check(facts: Facts) -> None:
-    """The flags only ``ctsim plan`` has, named as the user typed them."""
-    from ctsim.capacity.replications import check as check_replications
-
-    check_replications(facts.replications, MAX_PLAN_REPLICATIONS)
-    parse_count(facts.burst, "--burst", minimum=1, maximum=MAX_PLAN_BURST)
-    parse_duration(facts.drift_horizon, "--drift-horizon", minimum=3600.0, maximum=MAX_HORIZON)
-
-
 def plan(facts: Facts) -> dict[str, Any]:
-    check(facts)
-    base: Scenario = resolve(**facts.flags(entries="0", horizon="1h"))
+    base: Scenario = resolve(facts.variant(entries=0, horizon=SEARCH_HORIZON))
     burst = base.pods
     overhead = base.regeneration_seconds
-    adaptive = steady_state(facts, "auto")
-    fixed = steady_state(facts, "60s")
+    adaptive = steady_state(facts, 0.0)
+    fixed = steady_state(facts, 60.0)
     capacities = [(base.max_entries, base.any_max_entries), (base.ipv6_max_entries, base.ipv6_any_max_entries)]
     peak = [
         FamilyWalk(family, adaptive.peak_maps[2 * i : 2 * i + 2], base.walk_rate, capacities[i], base.bucket_seconds)
@@ -224,8 +244,8 @@ def plan(facts: Facts) -> dict[str, Any]:
     )
     cap = max_entries_for_burst(peak, burst, base.deadline, overhead)
     if cap < base.max_entries:
-        capped = steady_state(facts, "auto", max_entries=str(cap))
-        capped_burst = burst_at(facts, capped, max_entries=str(cap))
+        capped = steady_state(facts, 0.0, max_entries=cap)
+        capped_burst = burst_at(facts, capped, max_entries=cap)
         recommendations.append(
             {
                 "action": f"cap the TCP CT map at {cap:,} entries (bpf-ct-global-tcp-max)",
@@ -249,7 +269,7 @@ def plan(facts: Facts) -> dict[str, Any]:
 
     collapse_burst = smallest_collapsing_burst(facts, adaptive, (fits or 0) + 1)
     return {
-        "inputs": {**base.to_dict(), "drift_horizon": facts.drift_horizon},
+        "inputs": {**base.to_dict(), "drift_horizon": facts.drift_horizon_text},
         "max_entries": base.max_entries,
         "any_max_entries": base.any_max_entries,
         "map_memory_bytes": CTMapSizes(base.max_entries, base.any_max_entries).memory_bytes()

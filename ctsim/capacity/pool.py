@@ -14,7 +14,7 @@ import signal
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from ctsim.errors import InputError
+from ctsim.core.errors import InputError
 
 T = TypeVar("T")
 R = TypeVar("R")

@@ -13,12 +13,13 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from ctsim.capacity.pool import run_all
-from ctsim.capacity.sweep import Row, run_point
-from ctsim.errors import InputError
-from ctsim.scenario import MAX_SEED
+from ctsim.capacity.sweep import Point, Row, run_point
+from ctsim.core.errors import InputError
+from ctsim.inputs.given import MAX_SEED, Given
 from ctsim.sim.result import Verdict, percentile
 
 MAX_REPLICATIONS = 10_000
@@ -54,6 +55,7 @@ def wilson(k: int, n: int, z: float = Z95) -> tuple[float, float]:
 
 
 def replicate(
+    given: Given,
     flags: dict[str, Any],
     seed: int,
     r: int,
@@ -61,8 +63,8 @@ def replicate(
     scheduler: str | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> list[Row]:
-    """One row per replication of the scenario ``flags`` give, in the order of ``seeds(seed, r)`` (sweep's row)."""
-    points = [{**flags, "seed": s} for s in seeds(seed, r)]
+    """One row per replication of ``given`` (shown as ``flags``), in the order of ``seeds(seed, r)`` (sweep's row)."""
+    points = [Point(replace(given, seed=s), {**flags, "seed": s}) for s in seeds(seed, r)]
     return run_all(run_point, points, processes, scheduler, progress)
 
 

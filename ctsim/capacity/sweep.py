@@ -8,23 +8,32 @@ command that re-runs it alone.
 from __future__ import annotations
 
 import csv
-import inspect
 import io
 import itertools
 import json
 import shlex
 import tomllib
 from collections.abc import Callable, Iterable
-from typing import Any
+from dataclasses import replace
+from typing import Any, NamedTuple
 
 from ctsim.capacity.pool import run_all
-from ctsim.errors import InputError
-from ctsim.files import read_text, write_atomic
-from ctsim.scenario import resolve
+from ctsim.core.errors import InputError
+from ctsim.core.files import read_text, write_atomic
+from ctsim.inputs.given import FLAG_DEFAULTS, Given, parse_given
+from ctsim.inputs.scenario import resolve
 from ctsim.sim.model import simulate
 
-# Every scenario flag and its default, as resolve() takes them (the command line declares the same).
-SCENARIO_FLAGS: dict[str, object] = {n: p.default for n, p in inspect.signature(resolve).parameters.items()}
+
+class Point(NamedTuple):
+    """One run of a sweep: the node, parsed once, and its flags as the user typed them (for the row)."""
+
+    given: Given
+    flags: dict[str, Any]
+
+
+# Every scenario flag and its default as typed: a row's ``ctsim run`` line leaves defaults out.
+SCENARIO_FLAGS = FLAG_DEFAULTS
 
 Row = dict[str, Any]
 OUTPUTS = (
@@ -148,9 +157,10 @@ def command(flags: dict[str, Any]) -> str:
     return shlex.join(parts)
 
 
-def run_point(flags: dict[str, Any]) -> Row:
+def run_point(point: Point) -> Row:
     """One grid point: resolve, simulate, flatten (only what a row holds: no whole ``to_dict``)."""
-    result = simulate(resolve(**flags))
+    flags = point.flags
+    result = simulate(resolve(point.given))
     c, lat, first = result.counters, result.ready_latency(), result.ready_first_attempt
     return {
         **{name: flags.get(name) for name in flags},
@@ -193,11 +203,14 @@ def sweep(
         size *= len(values)
     if size > MAX_POINTS:
         raise InputError(f"--grid: {size:,} points; at most {MAX_POINTS:,} per sweep")
-    grid = [{**base, **p} for p in points(axes)]
-    for flags in grid:
-        resolve(**flags)  # bad input fails here, in one line, before any worker starts
+    grid = []
+    for p in points(axes):
+        flags = {**base, **p}
+        given = parse_given(**flags)  # parsed once, here: bad input fails in one line, before any worker starts
+        resolve(given)
+        grid.append(Point(given, flags))
     if seeds:
-        grid = [{**flags, "seed": s} for flags in grid for s in seeds]
+        grid = [Point(replace(p.given, seed=s), {**p.flags, "seed": s}) for p in grid for s in seeds]
     return run_all(run_point, grid, processes, scheduler, progress)
 
 

@@ -14,8 +14,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from ctsim.errors import InputError
-from ctsim.files import read_text
+from ctsim.core.errors import InputError
+from ctsim.core.files import read_text
 
 DEFAULT_TIMEOUT_S = 30.0
 

@@ -1,4 +1,4 @@
-"""Each node's scrub risk: the facts its series gave, projected with ``ctsim.projection``.
+"""Each node's scrub risk: the facts its series gave, projected with ``ctsim.core.projection``.
 
 The risk is the one ctwatch alerts on: when a burst of ``pods`` creates
 queues its scrubs on the per-family locks at once, how far the last one's
@@ -14,11 +14,10 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from ctsim.defaults import CLIENT_TIMEOUT, CT_MAPS, DEFAULT_REGENERATION, FAMILY_OF_MAP
-from ctsim.fleet.series import NodeFacts
-from ctsim.floats import left_sum
-from ctsim.profiles import Profile
-from ctsim.projection import (
+from ctsim.core.defaults import CLIENT_TIMEOUT, CT_MAPS, DEFAULT_REGENERATION, FAMILY_OF_MAP
+from ctsim.core.floats import left_sum
+from ctsim.core.profiles import Profile
+from ctsim.core.projection import (
     LEVELS,
     FamilyWalk,
     burst_seconds,
@@ -28,6 +27,7 @@ from ctsim.projection import (
     scrub_seconds,
     seconds_until,
 )
+from ctsim.fleet.series import NodeFacts
 
 DEFAULT_BURST = 10  # ctwatch's --burst default: the burst a node without ctwatch is projected for
 DISAGREE = 2.0  # observed and projected differ by more than this factor: flagged
@@ -139,7 +139,7 @@ def _maps(facts: NodeFacts, a: Assumptions, risk: NodeRisk) -> dict[str, tuple[t
 
 
 def assess(facts: NodeFacts, a: Assumptions) -> NodeRisk:
-    """One node's row: every figure from ``ctsim.projection`` on that node's facts."""
+    """One node's row: every figure from ``ctsim.core.projection`` on that node's facts."""
     pods, pods_source = (
         (a.pods, "--pods")
         if a.pods is not None

@@ -18,8 +18,8 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from ctsim.defaults import CILIUM_PRESSURE_MAPS, CT_MAPS, FAMILY_OF_MAP
-from ctsim.errors import InputError
+from ctsim.core.defaults import CILIUM_PRESSURE_MAPS, CT_MAPS, FAMILY_OF_MAP
+from ctsim.core.errors import InputError
 from ctsim.fleet.prometheus import Client, Sample
 
 OBSERVED_WINDOW = "1d"  # how far back Cilium's own durations are averaged: GC passes can be 12h apart

@@ -8,28 +8,31 @@ scheduler, and its row gets each verdict's share with a 95 % interval.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from ctsim.capacity.pool import run_all
 from ctsim.capacity.replications import seeds, summary
-from ctsim.capacity.sweep import command, run_point
-from ctsim.fleet.live import node_inputs
+from ctsim.capacity.sweep import Point, command, run_point
+from ctsim.fleet.live import node_inputs, shown
 from ctsim.fleet.risk import NodeRisk
+from ctsim.inputs.given import Given
 
 
-def node_flags(risk: NodeRisk, base: dict[str, Any]) -> dict[str, Any]:
-    """resolve()'s flags for this node: its own facts over ``base`` (the fleet-wide profile and fallbacks:
-    a --rate given to the fleet is for nodes whose ctwatch measured none, as in the row)."""
-    flags = dict(base)
-    flags.update({flag: value for flag, (value, _) in node_inputs(risk).items()})
-    flags["pods"] = str(risk.pods)
-    return flags
+def node_point(risk: NodeRisk, base: Given, base_flags: dict[str, Any]) -> Point:
+    """This node: its own facts over ``base`` (the fleet-wide profile and fallbacks: a --rate given to the
+    fleet is for nodes whose ctwatch measured none, as in the row), and the flags that re-run it."""
+    live = node_inputs(risk)
+    given = replace(base, **{k: v for k, (v, _) in live.items()}, pods=risk.pods)
+    flags = {**base_flags, **{k: shown(k, v) for k, (v, _) in live.items()}, "pods": str(risk.pods)}
+    return Point(given, flags)
 
 
 def simulate(
     rows: list[NodeRisk],
     k: int,
-    base: dict[str, Any],
+    base: Given,
+    base_flags: dict[str, Any],
     processes: int | None = None,
     scheduler: str | None = None,
     progress: Callable[[int, int], None] | None = None,
@@ -38,9 +41,9 @@ def simulate(
 ) -> list[NodeRisk]:
     """Runs the model on the first ``k`` projected rows (rows are ranked); sets each one's ``simulated``."""
     chosen = [r for r in rows if r.known][:k]
-    flags = [{**node_flags(r, base), "seed": seed} for r in chosen]
+    nodes = [node_point(r, replace(base, seed=seed), {**base_flags, "seed": seed}) for r in chosen]
     drawn = seeds(seed, replications) if replications > 1 else [seed]
-    points = [{**f, "seed": s} for f in flags for s in drawn]
+    points = [Point(replace(p.given, seed=s), {**p.flags, "seed": s}) for p in nodes for s in drawn]
     results = run_all(run_point, points, processes, scheduler, progress)
     n = len(drawn)
     for i, risk in enumerate(chosen):
@@ -51,7 +54,7 @@ def simulate(
             "recovered_at_s": first["recovered_at_s"],
             "latency_p90_s": first["latency_p90_s"],
             "add_timeouts": first["add_timeouts"],
-            "command": command(flags[i]),
+            "command": command(nodes[i].flags),
         }
         if n > 1:
             shares = summary(group)

@@ -5,7 +5,7 @@ namespace's nf_conntrack; ``calibrate`` measures walk rates; ``emulate``
 runs a scenario on real maps (``emulated_node``, ``threads``) beside the
 model.
 
-May import: the top-level inputs and arithmetic, ``ctsim.sim`` (emulate runs
+May import: ``ctsim.core``, ``ctsim.inputs``, ``ctsim.sim`` (emulate runs
 the model beside the kernel) and itself. Never ``ctsim.capacity`` or the
 command line. ``bpf`` and ``netns_conntrack`` import nothing of ctsim, so
 ctwatch can use them without the simulator.

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from ctsim.defaults import CT_KEY_SIZES, CT_VALUE_SIZE
-from ctsim.errors import InputError
+from ctsim.core.defaults import CT_KEY_SIZES, CT_VALUE_SIZE
+from ctsim.core.errors import InputError
 from ctsim.kernel.bpf import BPF_MAP_TYPE_LRU_HASH, BPFError, BPFMap
 
 FILL_CHUNK = 65_536

@@ -17,13 +17,13 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ctsim.churn import ChurnSchedule
-from ctsim.errors import InputError
+from ctsim.core.errors import InputError
+from ctsim.core.quantity import parse_duration
+from ctsim.inputs.churn import ChurnSchedule
+from ctsim.inputs.scenario import Scenario
 from ctsim.kernel.bpf import BPFMap
 from ctsim.kernel.emulated_node import PACE, EmulatedNode, EmuPod, fill_table
 from ctsim.kernel.threads import Clock
-from ctsim.quantity import parse_duration
-from ctsim.scenario import Scenario
 from ctsim.sim.model import simulate
 from ctsim.sim.pod import new_pod
 from ctsim.sim.result import Result, percentile

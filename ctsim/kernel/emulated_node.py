@@ -21,14 +21,14 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
 
-from ctsim.defaults import CT_KEY_SIZES, CT_VALUE_SIZE, ENDPOINT_CREATE, ENDPOINT_DELETE
+from ctsim.core.defaults import CT_KEY_SIZES, CT_VALUE_SIZE, ENDPOINT_CREATE, ENDPOINT_DELETE
+from ctsim.core.gc_interval import GCPolicy
+from ctsim.core.rate import Cancelled, TooManyRequests, scaled
+from ctsim.inputs.scenario import Scenario
 from ctsim.kernel.bpf import BPF_MAP_TYPE_LRU_HASH, BPFMap
 from ctsim.kernel.calibrate import FILL_CHUNK, ct_key
 from ctsim.kernel.threads import Clock, ThreadFIFOLock, ThreadLimiter
-from ctsim.rate import Cancelled, TooManyRequests, scaled
-from ctsim.scenario import Scenario
 from ctsim.sim.cni import AddOutcome
-from ctsim.sim.gc import GCPolicy
 from ctsim.sim.pod import backoff
 
 LIFETIME_EXPIRED = 0

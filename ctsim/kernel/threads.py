@@ -3,7 +3,7 @@
 Each mirrors its SimPy twin in ``ctsim.sim``: ``ThreadFIFOLock`` the
 per-family lock (``ctsim.sim.lock.FIFOLock``), ``ThreadSemaphore``
 ``x/sync/semaphore``, ``ThreadLimiter`` the API limiter around the same
-clock-free ``ctsim.rate.LimiterCore``.
+clock-free ``ctsim.core.rate.LimiterCore``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from ctsim.rate import (
+from ctsim.core.rate import (
     WAIT_SEMAPHORE_RESOLUTION,
     APILimiterParameters,
     Cancelled,

@@ -3,11 +3,10 @@
 Actors are generator processes (``kubelet``, ``endpoint``, ``gc``), the
 per-family lock a Resource-like FIFO (``lock``), the API limiter a state
 machine on callbacks (``limiter``, ``semaphore``) around the clock-free
-``ctsim.rate``. ``model`` wires them from a ``ctsim.scenario.Scenario`` and
-returns a ``result.Result``.
+``ctsim.core.rate``; the GC goroutine (``gc``) around the clock-free
+``ctsim.core.gc_interval``. ``model`` wires them from a
+``ctsim.inputs.scenario.Scenario`` and returns a ``result.Result``.
 
-May import: simpy, the top-level inputs and arithmetic (``scenario``,
-``churn``, ``defaults``, ``rate``, ``sizing``, ``projection``, ``quantity``,
-``errors``) and itself. Never ``ctsim.kernel``, ``ctsim.capacity`` or the
-command line.
+May import: simpy, ``ctsim.core``, ``ctsim.inputs`` and itself. Never
+``ctsim.kernel``, ``ctsim.capacity``, ``ctsim.fleet`` or the command line.
 """

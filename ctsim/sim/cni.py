@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 import simpy
 
-from ctsim.rate import CANCELLED, REFUSED, REFUSED_PACED
+from ctsim.core.rate import CANCELLED, REFUSED, REFUSED_PACED
 from ctsim.sim.clock import Deadline
 from ctsim.sim.endpoint import Answer, Sandbox, create_endpoint, delete_endpoint_fast, delete_endpoint_handler
 from ctsim.sim.limiter import APILimiter, Call, Handler

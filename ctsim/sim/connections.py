@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import math
 
-from ctsim.churn import ChurnSchedule
-from ctsim.defaults import CT_TIMEOUT_TCP_FIN
+from ctsim.core.defaults import CT_TIMEOUT_TCP_FIN
+from ctsim.inputs.churn import ChurnSchedule
 from ctsim.sim.ctmap import CTMap
 
 TICK_SECONDS = 60.0

@@ -15,7 +15,7 @@ from enum import StrEnum
 
 import simpy
 
-from ctsim.rate import LimitedRequest
+from ctsim.core.rate import LimitedRequest
 from ctsim.sim.clock import any_of, process_now
 from ctsim.sim.lock import FIFOLock
 from ctsim.sim.node import Node

@@ -1,11 +1,9 @@
-"""Cilium's periodic CT garbage collection and its adaptive interval.
+"""Cilium's periodic CT garbage collection on SimPy's clock: the GC goroutine and its history.
 
-Sources: ``pkg/maps/ctmap/ctmap.go`` (``GetInterval``, ``calculateInterval``)
-and ``pkg/maps/ctmap/gc/gc.go`` (``enableGC``, ``runGC``) in v1.16.5. The
-delete ratio is deleted entries over the map's *capacity*, which is why a
-large, quiet map drifts to the 12 h cap while expired entries pile up. One GC
-goroutine walks every global map of every enabled family, IPv4 then IPv6,
-and adapts one interval from the largest ratio over all of them.
+Source: ``pkg/maps/ctmap/gc/gc.go`` (``enableGC``, ``runGC``) in v1.16.5. One
+GC goroutine walks every global map of every enabled family, IPv4 then IPv6,
+and adapts one interval (``ctsim.core.gc_interval``) from the largest ratio
+over all of them.
 """
 
 from __future__ import annotations
@@ -15,103 +13,8 @@ from dataclasses import dataclass, field
 
 import simpy
 
-from ctsim.defaults import CONNTRACK_GC_MAX_LRU_INTERVAL, CONNTRACK_GC_MIN_INTERVAL, CONNTRACK_GC_STARTING_INTERVAL
+from ctsim.core.gc_interval import GCPolicy
 from ctsim.sim.clock import advance
-
-_NS = 1_000_000_000
-
-
-def _round_second(ns: int) -> int:
-    """Go's ``Duration.Round(time.Second)``: halves round away from zero."""
-    q, r = divmod(abs(ns), _NS)
-    if r * 2 >= _NS:
-        q += 1
-    return (q if ns >= 0 else -q) * _NS
-
-
-def to_duration(seconds: float) -> int:
-    """Seconds as Go's ``time.Duration``: integer nanoseconds (what every comparison below runs on)."""
-    return round(seconds * _NS)
-
-
-def _calculate_interval_ns(interval: int, max_delete_ratio: float) -> int:
-    if max_delete_ratio == 0.0:
-        return interval
-    if max_delete_ratio > 0.25:
-        ratio = min(max_delete_ratio, 0.9)
-        # Go: time.Duration(float64(interval) * (1.0 - ratio)) truncates, then rounds.
-        interval = _round_second(int(float(interval) * (1.0 - ratio)))
-        return max(interval, _MIN_NS)
-    if max_delete_ratio < 0.05:
-        interval = _round_second(int(float(interval) * 1.5))
-        return min(interval, _MAX_LRU_NS)
-    return interval
-
-
-def calculate_interval(prev_interval_s: float, max_delete_ratio: float) -> float:
-    """``calculateInterval``: the next GC interval (seconds) from the previous one and the ratio."""
-    return _calculate_interval_ns(to_duration(prev_interval_s), max_delete_ratio) / _NS
-
-
-_MIN_NS = to_duration(CONNTRACK_GC_MIN_INTERVAL)
-_MAX_LRU_NS = to_duration(CONNTRACK_GC_MAX_LRU_INTERVAL)
-_STARTING_NS = to_duration(CONNTRACK_GC_STARTING_INTERVAL)
-
-
-class _Duration:
-    """A duration attribute kept as Go keeps it (``time.Duration``, integer ns), read and set in seconds."""
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.slot = f"_{name}_ns"
-
-    def __get__(self, obj: object, owner: type | None = None) -> float:
-        return getattr(obj, self.slot) / _NS
-
-    def __set__(self, obj: object, seconds: float) -> None:
-        setattr(obj, self.slot, to_duration(seconds))
-
-
-class GCPolicy:
-    """``GetInterval`` with its ``cachedGCInterval``; the agent's GC flags, given in seconds.
-
-    ``fixed_interval`` is ``conntrack-gc-interval`` (fixed when > 0),
-    ``max_interval`` is ``conntrack-gc-max-interval`` (a cap when > 0).
-    ``cached_interval`` is 0 in a freshly started agent; ``calculateInterval``
-    writes it, uncapped, whenever the ratio it is given is non-zero. They are
-    held as Go holds them, integer nanoseconds, so the early-pass scaling
-    (``float64(expected) / float64(actual)``) and the 0.05/0.25 thresholds
-    see the numbers Go sees, and a month-long interval stays exact.
-    """
-
-    __slots__ = ("_cached_interval_ns", "_fixed_interval_ns", "_max_interval_ns")
-    fixed_interval = _Duration()
-    max_interval = _Duration()
-    cached_interval = _Duration()
-
-    def __init__(self, fixed_interval: float = 0.0, max_interval: float = 0.0, cached_interval: float = 0.0) -> None:
-        self.fixed_interval, self.max_interval, self.cached_interval = fixed_interval, max_interval, cached_interval
-
-    def get_interval(self, actual_prev: float, max_delete_ratio: float) -> float:
-        """``GetInterval``: the next interval (seconds) from the pass that just ran.
-
-        ``actual_prev`` is the time since the previous pass started (0 for the
-        first pass). An early pass (signal-triggered) scales the ratio up by
-        expected/actual, but only once the cache holds an interval.
-        """
-        if self._fixed_interval_ns > 0:
-            return self._fixed_interval_ns / _NS
-        expected, ratio = self._cached_interval_ns, max_delete_ratio
-        actual = to_duration(actual_prev)
-        if expected == 0:
-            expected = _STARTING_NS
-        elif 0 < actual < expected:
-            ratio *= float(expected) / float(actual)
-        interval = _calculate_interval_ns(expected, ratio)
-        if ratio != 0.0:
-            self._cached_interval_ns = interval
-        if self._max_interval_ns > 0 and interval > self._max_interval_ns:
-            interval = self._max_interval_ns
-        return interval / _NS
 
 
 @dataclass(slots=True)

@@ -1,6 +1,6 @@
 """Cilium's API rate limiter (``pkg/rate/api_limiter.go``, v1.16.5) on simulated time.
 
-``wait()``'s order and AutoAdjust are ``ctsim.rate.LimiterCore``'s (see its
+``wait()``'s order and AutoAdjust are ``ctsim.core.rate.LimiterCore``'s (see its
 docstring); here a request waits for its slot (``ctsim.sim.semaphore``), its
 token and its client's context on SimPy's clock, driven by callbacks.
 """
@@ -13,7 +13,7 @@ from enum import Enum
 import simpy
 from simpy.events import PENDING
 
-from ctsim.rate import (
+from ctsim.core.rate import (
     CANCELLED,
     GONE,
     REFUSED,

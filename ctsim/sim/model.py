@@ -9,13 +9,14 @@ from functools import partial
 
 import simpy
 
-from ctsim.defaults import CT_MAPS, CT_TIMEOUT_ANY, CT_TIMEOUT_TCP_FIN
-from ctsim.projection import FamilyWalk, max_entries_for_burst, safe_burst
-from ctsim.scenario import Scenario
+from ctsim.core.defaults import CT_MAPS, CT_TIMEOUT_ANY, CT_TIMEOUT_TCP_FIN
+from ctsim.core.gc_interval import GCPolicy
+from ctsim.core.projection import FamilyWalk, max_entries_for_burst, safe_burst
+from ctsim.inputs.scenario import Scenario
 from ctsim.sim.clock import advance, process_after, start_processes
 from ctsim.sim.connections import TICK_SECONDS, ConnectionChurn
 from ctsim.sim.ctmap import new_map
-from ctsim.sim.gc import GCHistory, GCPolicy, run_gc
+from ctsim.sim.gc import GCHistory, run_gc
 from ctsim.sim.kubelet import pod_worker
 from ctsim.sim.lock import GlobalDeleteLock
 from ctsim.sim.node import Family, Node

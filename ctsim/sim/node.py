@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 
 import simpy
 
-from ctsim.defaults import ENDPOINT_CREATE, ENDPOINT_DELETE
-from ctsim.rate import scaled
+from ctsim.core.defaults import ENDPOINT_CREATE, ENDPOINT_DELETE
+from ctsim.core.rate import scaled
 from ctsim.sim.ctmap import CTMap
 from ctsim.sim.limiter import APILimiter
 from ctsim.sim.lock import FIFOLock, GlobalDeleteLock

@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from ctsim.defaults import ENDPOINT_CREATE
-from ctsim.projection import FamilyWalk, scrub_seconds
-from ctsim.rate import LimiterCore
-from ctsim.scenario import Scenario
+from ctsim.core.defaults import ENDPOINT_CREATE
+from ctsim.core.projection import FamilyWalk, scrub_seconds
+from ctsim.core.rate import LimiterCore
+from ctsim.inputs.scenario import Scenario
 from ctsim.sim.gc import GCHistory, GCPass
 from ctsim.sim.node import Counters
 from ctsim.sim.pod import Pod

@@ -13,7 +13,7 @@ from collections.abc import Generator
 
 import simpy
 
-from ctsim.projection import walk_seconds
+from ctsim.core.projection import walk_seconds
 from ctsim.sim.clock import advance
 from ctsim.sim.connections import TICK_SECONDS
 from ctsim.sim.node import Family, Node

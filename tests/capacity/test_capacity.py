@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from ctsim.capacity import docs
 from ctsim.capacity.sweep import load_grid_file, points
+from ctsim.cli import docs
 
 pytest.importorskip("matplotlib")
 
@@ -25,7 +25,7 @@ def ctsim(*args: str, timeout: int = 300) -> subprocess.CompletedProcess[str]:
 
 def test_committed_tables_are_what_the_model_says_today() -> None:
     current = docs.DOC.read_text()
-    assert docs.render(current) == current, "docs/capacity-planning.md is stale: run `python -m ctsim.capacity.docs`"
+    assert docs.render(current) == current, "docs/capacity-planning.md is stale: run `python -m ctsim.cli.docs`"
 
 
 def test_the_docs_plots_exist() -> None:

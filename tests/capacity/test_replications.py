@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -17,7 +18,8 @@ import pytest
 
 from ctsim.capacity import replications as mc
 from ctsim.capacity import sweep as sw
-from ctsim.scenario import resolve
+from ctsim.inputs.given import parse_given
+from ctsim.inputs.scenario import resolve_flags
 from tests.support.http import free_port
 
 
@@ -39,9 +41,10 @@ def test_seeds_are_reproducible_and_distinct() -> None:
 
 
 def test_a_coin_flip_burst_reports_both_verdicts_with_intervals() -> None:
-    s = resolve(entries="4Mi", pods="50")
-    rows = mc.replicate(dict(s.flags), s.seed, 12, processes=2)
-    assert rows == mc.replicate(dict(s.flags), s.seed, 12, processes=1)  # the pool changes nothing
+    flags = {"entries": "4Mi", "pods": "50"}
+    s = resolve_flags(**flags)
+    rows = mc.replicate(s.given, flags, s.seed, 12, processes=2)
+    assert rows == mc.replicate(s.given, flags, s.seed, 12, processes=1)  # the pool changes nothing
     summary = mc.summary(rows)
     shares = summary["verdicts"]
     assert sum(v["count"] for v in shares.values()) == 12
@@ -91,12 +94,13 @@ def dask_cluster() -> Iterator[str]:
 
 
 def test_sweeps_and_replications_on_dask_are_the_local_runs() -> None:
-    base = dict(resolve(entries="1M", pods="5", horizon="10m").flags)
+    base = dict(entries="1M", pods="5", horizon="10m")
     axes = {"pods": ["1", "8"], "entries": ["1M", "7M"]}
     local = sw.sweep(base, axes, processes=1)
     with dask_cluster() as address:
         assert sw.sweep(base, axes, scheduler=address) == local
-        assert mc.replicate(base, 7, 4, scheduler=address) == mc.replicate(base, 7, 4, processes=1)
+        given = parse_given(**base)
+        assert mc.replicate(given, base, 7, 4, scheduler=address) == mc.replicate(given, base, 7, 4, processes=1)
         p = subprocess.run(
             [sys.executable, "-m", "ctsim", "run", "--entries", "1M", "--pods", "5", "--horizon", "10m",
              "--replications", "3", "--scheduler", address, "--json"],
@@ -138,7 +142,7 @@ def _processing(address: str, within: float = 60.0) -> dict[str, list[str]]:
 def test_a_worker_killed_mid_sweep_loses_no_row() -> None:
     from distributed import Client
 
-    base = dict(resolve(entries="16Mi", pods="50").flags)
+    base = dict(entries="16Mi", pods="50")
     local = sw.sweep(base, SLOW, processes=2)
     with dask_cluster() as address:
         result: list[list[dict[str, object]]] = []
@@ -202,21 +206,21 @@ def test_bad_cluster_input_is_one_line(args: list[str], says: str) -> None:
 def test_plans_collapse_search_takes_the_first_burst_that_collapses_in_half_the_seeds() -> None:
     from ctsim.capacity import plan as planner
 
-    facts = planner.Facts(
+    facts = planner.parse_facts(
         node_memory="512Gi", map_ratio="0.005", churn="50000/min", drift_horizon="1d", burst="20", replications=4
     )
-    state = planner.steady_state(facts, "auto")
+    state = planner.steady_state(facts, 0.0)
     n = planner.smallest_collapsing_burst(facts, state, 1)
     assert n is not None
     assert planner.collapse_share(facts, state, n) >= 0.5
     if n > 1:
         assert planner.collapse_share(facts, state, n - 1) < 0.5
-    one = planner.Facts(**{**facts.__dict__, "replications": 1})
+    one = dataclasses.replace(facts, replications=1)
     assert planner.collapse_share(one, state, n) in (0.0, 1.0)  # one seed: a verdict, not a share
 
 
 def test_a_sweep_with_replications_runs_every_point_with_the_same_seeds() -> None:
-    base = dict(resolve(entries="1M", pods="5", horizon="10m").flags)
+    base = dict(entries="1M", pods="5", horizon="10m")
     axes = {"pods": ["1", "30"]}
     seeds = mc.seeds(3, 4)
     rows = sw.sweep(base, axes, processes=2, seeds=seeds)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ctsim.defaults import CT_VALUE_SIZE
+from ctsim.core.defaults import CT_VALUE_SIZE
 from ctsim.kernel import calibrate as cal
 from ctsim.kernel.bpf import BPF_MAP_TYPE_LRU_HASH, BPFMap
 from tests.support.http import Respond, send, serve

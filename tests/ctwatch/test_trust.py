@@ -250,9 +250,9 @@ def test_a_level_change_is_logged_and_collection_goes_on(capsys: pytest.CaptureF
 
 def test_the_docs_fill_figures_are_the_projections() -> None:
     """docs/watchdog.md: when a 10-pod burst on a 16Mi map warns and outgrows the deadline."""
-    from ctsim.defaults import DEFAULT_REGENERATION
-    from ctsim.profiles import PUBLISHED_ENTRIES_PER_S
-    from ctsim.projection import FamilyWalk, max_entries_for_burst
+    from ctsim.core.defaults import DEFAULT_REGENERATION
+    from ctsim.core.profiles import PUBLISHED_ENTRIES_PER_S
+    from ctsim.core.projection import FamilyWalk, max_entries_for_burst
 
     walks = [FamilyWalk("ipv4", (1,), PUBLISHED_ENTRIES_PER_S)]
     text = " ".join((ROOT / "docs" / "watchdog.md").read_text().split())

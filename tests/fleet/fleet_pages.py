@@ -3,7 +3,7 @@
 ctwatch pages come from ctwatch's own code (readings -> Assessor ->
 SnapshotCollector -> prometheus-client), Cilium pages from prometheus-client
 metric families: no exposition text is written by hand. Each node's facts
-are kept (``Node``) so a test can project them with ``ctsim.projection``
+are kept (``Node``) so a test can project them with ``ctsim.core.projection``
 and compare with what ``ctsim fleet`` read back through Prometheus.
 """
 
@@ -21,7 +21,7 @@ from prometheus_client import generate_latest
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from ctsim.defaults import CILIUM_PRESSURE_MAPS, CT_MAPS
+from ctsim.core.defaults import CILIUM_PRESSURE_MAPS, CT_MAPS
 
 T0 = time.time()
 PRESSURE_NAME = {pinned: label for label, pinned in CILIUM_PRESSURE_MAPS.items()}

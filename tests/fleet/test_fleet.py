@@ -1,6 +1,6 @@
 """``ctsim fleet`` against a real Prometheus scraping 240 fixture nodes of every kind.
 
-Every figure of a row is checked against ``ctsim.projection`` on the facts
+Every figure of a row is checked against ``ctsim.core.projection`` on the facts
 the fixture node was built from; ranking, merging, selectors, exit codes and
 output formats through the command line, as a user runs them.
 """
@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
-from ctsim.defaults import CT_MAPS, DEFAULT_REGENERATION
-from ctsim.projection import LEVELS, FamilyWalk, burst_seconds, level_of, safe_burst
-from ctsim.sizing import ct_map_sizes
+from ctsim.core.defaults import CT_MAPS, DEFAULT_REGENERATION
+from ctsim.core.projection import LEVELS, FamilyWalk, burst_seconds, level_of, safe_burst
+from ctsim.core.sizing import ct_map_sizes
 from tests.fleet.fleet_pages import Node, fleet, render, sd_targets
 from tests.support.prometheus import pages, prometheus, wait_for
 

@@ -10,8 +10,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from ctsim.defaults import DEFAULT_REGENERATION
-from ctsim.projection import FamilyWalk, max_entries_for_burst
+from ctsim.core.defaults import DEFAULT_REGENERATION
+from ctsim.core.projection import FamilyWalk, max_entries_for_burst
 from tests.support.prometheus import Series, backfill, history, prometheus
 
 STEP = 15.0

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import httpx
 
-from ctsim.defaults import DEFAULT_REGENERATION
-from ctsim.projection import FamilyWalk, burst_seconds
+from ctsim.core.defaults import DEFAULT_REGENERATION
+from ctsim.core.projection import FamilyWalk, burst_seconds
 from tests.ctwatch.env import bpffs, copy_procfs, pin_ct_map
 from tests.support.http import free_port
 from tests.support.prometheus import prometheus, wait_for

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from ctsim.calibration import load
-from ctsim.defaults import CT_KEY_SIZES
+from ctsim.core.calibration import load
+from ctsim.core.defaults import CT_KEY_SIZES
 from ctsim.kernel import calibrate as cal
 from ctsim.kernel.bpf import BPF_MAP_TYPE_LRU_HASH
 from tests.support.needs import need_bpf, need_netns

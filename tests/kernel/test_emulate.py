@@ -9,10 +9,10 @@ import time
 
 import pytest
 
-from ctsim.defaults import CT_KEY_SIZES
+from ctsim.core.defaults import CT_KEY_SIZES
+from ctsim.inputs.scenario import resolve_flags
 from ctsim.kernel import calibrate as cal
 from ctsim.kernel import emulate as em
-from ctsim.scenario import resolve
 from ctsim.sim.model import simulate
 from tests.support.load import busy
 from tests.support.needs import need_bpf
@@ -41,7 +41,7 @@ def test_emulation_matches_the_model_pod_for_pod(
 ) -> None:
     rate, delete_s = rates
     entries = round(walk_share * 90 * 100_000)
-    s = resolve(entries=str(entries), rate="100000", pods="5", horizon="2m", expired_fraction="0", seed=3)
+    s = resolve_flags(entries=str(entries), rate="100000", pods="5", horizon="2m", expired_fraction="0", seed=3)
     with busy(contention):
         report = em.run(s, time_scale=30, real_rate=rate, delete_seconds=delete_s)
     # Both sides walk at the paced rate: the share is the target's, up to rounding the table.
@@ -70,7 +70,9 @@ def test_a_slow_start_moves_no_timeout_past_the_horizon(
         time.sleep(1.0)  # every first attempt times out at least 0.87 s (wall) before this run's horizon
 
     monkeypatch.setattr(em.EmulatedNode, "__init__", slow)
-    s = resolve(entries=str(round(1.2 * 90 * 100_000)), rate="100000", pods="5", horizon="2m", expired_fraction="0")
+    s = resolve_flags(
+        entries=str(round(1.2 * 90 * 100_000)), rate="100000", pods="5", horizon="2m", expired_fraction="0"
+    )
     report = em.run(s, time_scale=30, real_rate=rate, delete_seconds=delete_s)
     assert report["emulated"]["setup_s"] >= 1.0
     assert report["emulated"]["add_timeouts"] == report["simulated"]["add_timeouts"] > 0
@@ -79,7 +81,7 @@ def test_a_slow_start_moves_no_timeout_past_the_horizon(
 def test_both_maps_are_filled_and_walked(rates: tuple[float, float]) -> None:
     """A table split between the TCP and the non-TCP map walks as one: the same pods time out on both sides."""
     rate, delete_s = rates
-    s = resolve(
+    s = resolve_flags(
         entries=str(round(0.6 * 90 * 100_000)),
         any_entries=str(round(0.6 * 90 * 100_000)),
         rate="100000",
@@ -97,7 +99,7 @@ def test_both_maps_are_filled_and_walked(rates: tuple[float, float]) -> None:
 
 def test_gc_runs_on_the_real_maps(rates: tuple[float, float]) -> None:
     rate, delete_s = rates
-    s = resolve(entries="2M", rate="100000", pods="2", horizon="4m", gc_interval="60s", expired_fraction="0.9")
+    s = resolve_flags(entries="2M", rate="100000", pods="2", horizon="4m", gc_interval="60s", expired_fraction="0.9")
     report = em.run(s, time_scale=60, real_rate=rate, delete_seconds=delete_s)
     # The first pass deletes the 90 % expired (r > 0.25), later ones nothing: a fixed 60 s interval throughout.
     assert report["emulated"]["gc_intervals_s"][:2] == [60.0, 60.0]
@@ -109,7 +111,7 @@ def test_no_maps_or_threads_are_left_behind(rates: tuple[float, float]) -> None:
 
     rate, delete_s = rates
     before = threading.active_count()
-    s = resolve(entries="500k", rate="100000", pods="2", horizon="2m", expired_fraction="0")
+    s = resolve_flags(entries="500k", rate="100000", pods="2", horizon="2m", expired_fraction="0")
     em.run(s, time_scale=60, real_rate=rate, delete_seconds=delete_s)
     assert threading.active_count() <= before
     # The maps were closed: none named ctsim_emu_* survives (checked through bpftool where present).
@@ -119,7 +121,7 @@ def test_no_maps_or_threads_are_left_behind(rates: tuple[float, float]) -> None:
 
 def test_a_scaled_model_is_the_same_model() -> None:
     """Dividing every duration and the table by k divides every result time by k."""
-    full = resolve(entries="3M", pods="12", horizon="20m", expired_fraction="0", churn="0/s")
+    full = resolve_flags(entries="3M", pods="12", horizon="20m", expired_fraction="0", churn="0/s")
     k = 10.0
     fast = dataclasses.replace(full, entries=full.entries // 10, max_entries=full.max_entries // 10, time_scale=k)
     a, b = simulate(full), simulate(fast)

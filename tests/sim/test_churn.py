@@ -13,8 +13,8 @@ from collections import deque
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctsim.churn import ChurnSchedule
-from ctsim.defaults import CT_TIMEOUT_TCP_FIN
+from ctsim.core.defaults import CT_TIMEOUT_TCP_FIN
+from ctsim.inputs.churn import ChurnSchedule
 from ctsim.sim.connections import TICK_SECONDS, ConnectionChurn
 from ctsim.sim.ctmap import new_map
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from ctsim.errors import InputError
-from ctsim.projection import FamilyWalk, burst_seconds, safe_burst
-from ctsim.scenario import resolve
+from ctsim.core.errors import InputError
+from ctsim.core.projection import FamilyWalk, burst_seconds, safe_burst
+from ctsim.inputs.scenario import resolve_flags
 from ctsim.sim.model import Model
 from tests.support.scenarios import run
 
@@ -32,19 +32,21 @@ def test_ipv4_only_has_one_family() -> None:
 
 
 def test_ipv6_max_entries_and_its_checks() -> None:
-    s = resolve(entries="1M", ipv6_entries="1M", ipv6_max_entries="2Mi")
+    s = resolve_flags(entries="1M", ipv6_entries="1M", ipv6_max_entries="2Mi")
     assert s.ipv6_max_entries == 2 * 2**20
-    capped = resolve(entries="1M", ipv6_entries="3M", ipv6_max_entries="2Mi")
+    capped = resolve_flags(entries="1M", ipv6_entries="3M", ipv6_max_entries="2Mi")
     assert capped.ipv6_entries == capped.ipv6_max_entries == 2 * 2**20
     assert any("clamped" in note for note in capped.notes)
     with pytest.raises(InputError, match="--ipv6-entries"):
-        resolve(entries="1M", ipv6_entries="20M")
+        resolve_flags(entries="1M", ipv6_entries="20M")
     with pytest.raises(InputError, match="--ipv6-max-entries"):
-        resolve(entries="1M", ipv6_max_entries="2Mi")
+        resolve_flags(entries="1M", ipv6_max_entries="2Mi")
 
 
 def test_a_scrub_walks_ipv4_then_ipv6_each_under_its_own_lock() -> None:
-    model = Model(resolve(entries="2130000", ipv6_entries="1065000", expired_fraction="0", pods="1", horizon="2m"))
+    model = Model(
+        resolve_flags(entries="2130000", ipv6_entries="1065000", expired_fraction="0", pods="1", horizon="2m")
+    )
     order: list[tuple[str, float]] = []
     for family in model.node.families:
         original = family.lock.record_hold
@@ -70,7 +72,7 @@ def test_gc_adapts_one_interval_from_the_largest_ratio_over_both_families() -> N
     both = run(entries="1Mi", ipv6_entries="1Mi", expired_fraction="0.6", **common)
     assert both.gc.passes[0].max_delete_ratio == pytest.approx(0.6, abs=1e-3)
     assert both.gc.intervals[0] == 240  # 10m * (1 - 0.6)
-    mixed = Model(resolve(entries="1Mi", ipv6_entries="1Mi", expired_fraction="0.01", **common))
+    mixed = Model(resolve_flags(entries="1Mi", ipv6_entries="1Mi", expired_fraction="0.01", **common))
     ipv6_tcp = mixed.node.families[1].maps[0]
     ipv6_tcp.delete_expired(0.0)  # IPv6 now holds only live entries ...
     from ctsim.sim.ctmap import NEVER

@@ -4,8 +4,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctsim.defaults import CONNTRACK_GC_MAX_LRU_INTERVAL, CONNTRACK_GC_STARTING_INTERVAL
-from ctsim.sim.gc import GCPolicy, calculate_interval
+from ctsim.core.defaults import CONNTRACK_GC_MAX_LRU_INTERVAL, CONNTRACK_GC_STARTING_INTERVAL
+from ctsim.core.gc_interval import GCPolicy, calculate_interval
 from tests.support.scenarios import run
 
 # pkg/maps/ctmap/ctmap_test.go: TestCalculateInterval (prev, maxDeleteRatio → next).

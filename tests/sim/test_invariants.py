@@ -8,7 +8,7 @@ import simpy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ctsim.scenario import resolve
+from ctsim.inputs.scenario import resolve_flags
 from ctsim.sim.model import Model
 
 scenarios = st.fixed_dictionaries(
@@ -43,7 +43,7 @@ def _watch(model: Model, seen: dict[str, int]) -> Generator[simpy.Event, None, N
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios)
 def test_every_run_keeps_its_invariants(flags: dict[str, object]) -> None:
-    model = Model(resolve(**flags))  # type: ignore[arg-type]
+    model = Model(resolve_flags(**flags))  # type: ignore[arg-type]
     seen = {"over_capacity": 0, "two_holders": 0, "too_many_in_flight": 0}
     model.env.process(_watch(model, seen))
     result = model.run()
@@ -76,6 +76,6 @@ def test_every_run_keeps_its_invariants(flags: dict[str, object]) -> None:
 @settings(max_examples=15, deadline=None)
 @given(scenarios)
 def test_same_seed_same_result(flags: dict[str, object]) -> None:
-    a = Model(resolve(**flags)).run().to_dict()  # type: ignore[arg-type]
-    b = Model(resolve(**flags)).run().to_dict()  # type: ignore[arg-type]
+    a = Model(resolve_flags(**flags)).run().to_dict()  # type: ignore[arg-type]
+    b = Model(resolve_flags(**flags)).run().to_dict()  # type: ignore[arg-type]
     assert a == b

@@ -7,8 +7,8 @@ from collections.abc import Generator
 import pytest
 import simpy
 
-from ctsim.defaults import ENDPOINT_CREATE, ENDPOINT_DELETE
-from ctsim.rate import CANCELLED, REFUSED, REFUSED_PACED, LimitedRequest, TokenBucket
+from ctsim.core.defaults import ENDPOINT_CREATE, ENDPOINT_DELETE
+from ctsim.core.rate import CANCELLED, REFUSED, REFUSED_PACED, LimitedRequest, TokenBucket
 from ctsim.sim.limiter import APILimiter
 from tests.support.scenarios import run
 

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ctsim.inputs.scenario import resolve_flags
 from ctsim.kernel.emulate import scale
-from ctsim.scenario import resolve
 from ctsim.sim.limiter import Call
 from ctsim.sim.model import Model
 from ctsim.sim.parking import Parking
@@ -56,7 +56,7 @@ def _both(
     flags: dict[str, object], chunks: bool = False, eager: bool = False
 ) -> tuple[Model, dict[str, object], dict[str, object]]:
     """The run with parking (``eager``: wherever it may, not only where it pays) and without."""
-    scenario = resolve(**{k: v for k, v in flags.items() if v is not None})  # type: ignore[arg-type]
+    scenario = resolve_flags(**{k: v for k, v in flags.items() if v is not None})  # type: ignore[arg-type]
     parked = Model(scenario)
     worth_it = Parking.worth_it
     if eager:
@@ -119,7 +119,7 @@ def _events(model: Model) -> int:
 
 def test_a_collapse_is_mostly_parked() -> None:
     """The incident's hour: most of its DELs and ADDs are played, not run as events."""
-    scenario = resolve(entries="16M", pods="50")
+    scenario = resolve_flags(entries="16M", pods="50")
     parked, played = _events(Model(scenario)), _events(Model(scenario, parking=False))
     assert parked < played / 2
 
@@ -131,7 +131,7 @@ def test_answered_calls_are_freed_as_a_storm_runs() -> None:
     DEL taken back from parking and answered in the instant of its grant)
     still holds its callback to the call.
     """
-    model = Model(resolve(entries="16M", pods="1000", horizon="30m"))
+    model = Model(resolve_flags(entries="16M", pods="1000", horizon="30m"))
     gc.collect()
     gc.disable()
     try:
@@ -146,7 +146,7 @@ def test_answered_calls_are_freed_as_a_storm_runs() -> None:
 @pytest.mark.parametrize("time_scale", [10.0, 60.0])
 def test_a_faster_clock_parks_the_same(time_scale: float) -> None:
     """``ctsim emulate`` simulates its scenario on a clock 10-60x faster; parking must not care."""
-    scenario, _ = scale(resolve(entries="16M", pods="60", horizon="1h"), time_scale, 200_000.0, 2e-6)
+    scenario, _ = scale(resolve_flags(entries="16M", pods="60", horizon="1h"), time_scale, 200_000.0, 2e-6)
     parked = Model(scenario)
     assert _fingerprint(parked) == _fingerprint(Model(scenario, parking=False))
     assert parked.parked is not None and parked.parked.parks > 0

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import random
 
-from ctsim.scenario import resolve
+from ctsim.inputs.scenario import resolve_flags
 from ctsim.sim.model import simulate
 from ctsim.sim.result import Result
 
 
 def run(**flags: object) -> Result:
-    return simulate(resolve(**flags))  # type: ignore[arg-type]
+    return simulate(resolve_flags(**flags))  # type: ignore[arg-type]
 
 
 def varied_runs(n: int, seed: int = 20261201) -> list[list[str]]:

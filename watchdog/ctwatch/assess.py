@@ -3,7 +3,7 @@
 Entries come from the cheapest source that answered (Cilium's own pressure
 metric, else our batched count); the walk rate from our bounded sample, else
 a calibration file, else the configured fallback. The projection itself is
-``ctsim.projection``: ctwatch and ``ctsim run`` cannot disagree. A scrub walks
+``ctsim.core.projection``: ctwatch and ``ctsim run`` cannot disagree. A scrub walks
 every family's maps, so on a dual-stack node the burst figures (burst
 seconds, deadline ratio, safe burst, level) are the node's, computed from both
 families' walks, and each family's series carries them; walk seconds are the
@@ -16,9 +16,9 @@ import math
 from collections import deque
 from dataclasses import dataclass, field, replace
 
-from ctsim.defaults import DEFAULT_REGENERATION
-from ctsim.floats import left_sum
-from ctsim.projection import (
+from ctsim.core.defaults import DEFAULT_REGENERATION
+from ctsim.core.floats import left_sum
+from ctsim.core.projection import (
     CRITICAL_RATIO,
     WARNING_RATIO,
     FamilyWalk,

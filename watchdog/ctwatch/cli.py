@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from ctsim.errors import InputError, run_cli
+from ctsim.cli.command import run_cli
+from ctsim.core.errors import InputError
 from ctwatch.collector import Config
 from ctwatch.sources import REGISTRY
 
@@ -59,7 +60,7 @@ def parse_listen(address: str) -> tuple[str, int]:
 
 
 def parse_ratios(warning_ratio: str, critical_ratio: str) -> tuple[float, float]:
-    from ctsim.quantity import parse_float
+    from ctsim.core.quantity import parse_float
 
     warning = parse_float(warning_ratio, "--warning-ratio", low=0.01, high=10.0)
     critical = parse_float(critical_ratio, "--critical-ratio", low=0.01, high=10.0)
@@ -78,7 +79,7 @@ def _version(value: bool) -> None:
 
 def _thresholds(burst: str, deadline: str, warning_ratio: str, critical_ratio: str) -> Thresholds:
     """What the projection is held against: the burst, the deadline, the two ratios."""
-    from ctsim.quantity import parse_count, parse_duration
+    from ctsim.core.quantity import parse_count, parse_duration
     from ctwatch.assess import Thresholds
 
     warning, critical = parse_ratios(warning_ratio, critical_ratio)
@@ -92,9 +93,9 @@ def _thresholds(burst: str, deadline: str, warning_ratio: str, critical_ratio: s
 
 def _fallback_rate(rate: str | None, calibration: str | None) -> tuple[float, str]:
     """The walk rate used until one is measured (and always, when given): --rate, the calibration, or published."""
-    from ctsim.calibration import load
-    from ctsim.profiles import PUBLISHED_ENTRIES_PER_S
-    from ctsim.quantity import parse_count
+    from ctsim.core.calibration import load
+    from ctsim.core.profiles import PUBLISHED_ENTRIES_PER_S
+    from ctsim.core.quantity import parse_count
 
     if rate is not None:
         return float(parse_count(rate, "--rate", minimum=1, maximum=10**10)), "configured"
@@ -212,8 +213,8 @@ def main_command(
     """Warn through Prometheus before conntrack scrubs outgrow the CNI deadline."""
     if ctx.invoked_subcommand is not None:
         return
-    from ctsim.files import check_writable
-    from ctsim.quantity import parse_duration
+    from ctsim.core.files import check_writable
+    from ctsim.core.quantity import parse_duration
     from ctwatch import logs
     from ctwatch.assess import RATE_WINDOW, Assessor
     from ctwatch.exposition import SnapshotCollector, new_registry
@@ -275,7 +276,7 @@ def _run(watcher: Watcher, collector: SnapshotCollector, registry: CollectorRegi
     """Collect once and print, or serve and collect every ``period`` until SIGTERM."""
     from prometheus_client import generate_latest
 
-    from ctsim.files import write_atomic
+    from ctsim.core.files import write_atomic
     from ctwatch.assess import RATE_WINDOW
     from ctwatch.logs import log_event
     from ctwatch.web import serve
@@ -360,7 +361,7 @@ def rules(
     """Print the alerting rules for these thresholds (redirect to a .yml file)."""
     import shlex
 
-    from ctsim.quantity import parse_duration
+    from ctsim.core.quantity import parse_duration
     from ctwatch.rules import RuleSettings, render
 
     if fmt not in ("rules", "prometheusrule"):

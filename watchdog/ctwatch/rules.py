@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from ctsim.quantity import format_duration
+from ctsim.core.quantity import format_duration
 from ctwatch.runbook import RUNBOOK_PATH, anchor
 
 # Where a default runbook_url points: the firing ctwatch's own page, or for

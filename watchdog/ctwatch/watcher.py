@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import ctwatch.sources  # noqa: F401 - importing the package registers every collector in it
-from ctsim.projection import LEVELS
+from ctsim.core.projection import LEVELS
 from ctwatch.assess import Assessor, FamilyAssessment
 from ctwatch.collector import Config, Cycle, collection_order
 from ctwatch.logs import log_event

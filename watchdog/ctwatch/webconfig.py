@@ -27,8 +27,8 @@ from typing import Any
 
 import yaml
 
-from ctsim.errors import InputError
-from ctsim.files import read_text
+from ctsim.core.errors import InputError
+from ctsim.core.files import read_text
 
 FLAG = "--web.config.file"
 TLS_VERSIONS = {

@@ -15,7 +15,7 @@ import os
 import time
 from dataclasses import dataclass, field
 
-from ctsim.defaults import CT_KEY_SIZES, CT_VALUE_SIZE
+from ctsim.core.defaults import CT_KEY_SIZES, CT_VALUE_SIZE
 from ctsim.kernel.bpf import BPFMap
 from ctwatch.collector import Collector, Cycle, register_collector
 from ctwatch.readings import CT_MAPS, MapReading, SourceResult

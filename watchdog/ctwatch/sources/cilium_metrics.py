@@ -11,7 +11,7 @@ import functools
 import urllib.parse
 from typing import TYPE_CHECKING
 
-from ctsim.defaults import CILIUM_PRESSURE_MAPS
+from ctsim.core.defaults import CILIUM_PRESSURE_MAPS
 from ctwatch.collector import Collector, Cycle, register_collector
 from ctwatch.readings import SourceResult
 

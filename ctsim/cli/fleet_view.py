@@ -9,10 +9,10 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from ctsim.errors import InputError
+from ctsim.core.errors import InputError
+from ctsim.core.quantity import format_count, format_duration, parse_float
 from ctsim.fleet.risk import Assumptions, NodeRisk
 from ctsim.fleet.series import FleetRead
-from ctsim.quantity import format_count, format_duration, parse_float
 
 if TYPE_CHECKING:
     from ctsim.fleet.prometheus import Transport
@@ -94,7 +94,7 @@ def render(rows: list[NodeRisk], read: FleetRead, url: str, limit: int | None = 
     """The ranking: worst first, one line a node, then what the read saw and what it assumed."""
     from rich.table import Table
 
-    from ctsim.tables import plain_console
+    from ctsim.cli.tables import plain_console
 
     console = plain_console()
     simulated = any(r.simulated for r in rows)
@@ -150,12 +150,12 @@ def _assumptions(
     map_ratio: str | None,
 ) -> Assumptions:
     """The fleet-wide inputs, checked before any query."""
-    from ctsim.calibration import load
-    from ctsim.defaults import DEFAULT_DYNAMIC_SIZE_RATIO, LIMIT_TABLE_MAX
-    from ctsim.profiles import get_profile
-    from ctsim.quantity import format_bytes, parse_count, parse_float
-    from ctsim.scenario import MAX_NODE_MEMORY, MAX_PODS, MAX_WALK_RATE
-    from ctsim.sizing import ct_map_sizes
+    from ctsim.core.calibration import load
+    from ctsim.core.defaults import DEFAULT_DYNAMIC_SIZE_RATIO, LIMIT_TABLE_MAX
+    from ctsim.core.profiles import get_profile
+    from ctsim.core.quantity import format_bytes, parse_count, parse_float
+    from ctsim.core.sizing import ct_map_sizes
+    from ctsim.inputs.given import MAX_NODE_MEMORY, MAX_PODS, MAX_WALK_RATE
 
     prof = get_profile(profile)
     a = Assumptions(profile=prof, pods=parse_count(pods, "--pods", minimum=1, maximum=MAX_PODS) if pods else None)
@@ -217,11 +217,11 @@ def run_fleet(
 ) -> int:
     """The whole command; returns its exit code (1: a node at --fail-on's level or worse)."""
     from ctsim.capacity.pool import check_scheduler
-    from ctsim.files import check_writable, write_atomic
+    from ctsim.core.files import check_writable, write_atomic
+    from ctsim.core.quantity import parse_count
     from ctsim.fleet.prometheus import Client
     from ctsim.fleet.risk import assess, rank
     from ctsim.fleet.series import Query, read_fleet
-    from ctsim.quantity import parse_count
 
     if fail_on is not None and fail_on not in FAIL_ON:
         raise InputError(f"--fail-on: warning or critical, got {fail_on!r}")
@@ -236,7 +236,7 @@ def run_fleet(
         check(replications)
         if not simulate:
             raise InputError("--replications: give --simulate K too (the replications are of the model's runs)")
-    from ctsim.scenario import MAX_SEED
+    from ctsim.inputs.given import MAX_SEED
 
     parse_count(seed, "--seed", maximum=MAX_SEED)
     shown = parse_count(limit, "--limit", minimum=1) if limit is not None else None
@@ -257,12 +257,15 @@ def run_fleet(
     rows = rank([assess(facts, assumptions) for facts in read.nodes.values()])
     if simulate:
         from ctsim.fleet.simulate import simulate as run_model
+        from ctsim.inputs.given import parse_given
 
         base = {"profile": profile, "calibration": calibration, "rate": rate}
+        given = parse_given(**base)
         progress(
             lambda bar: run_model(
                 rows,
                 simulate,
+                given,
                 base,
                 processes or None,
                 scheduler,

@@ -20,7 +20,7 @@ import math
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from ctsim.floats import left_sum
+from ctsim.core.floats import left_sum
 
 # The levels ctwatch and the fleet report: a burst projected past this share of the deadline.
 LEVELS = ("ok", "warning", "critical")

@@ -1,6 +1,6 @@
 """The reports of calibrate, emulate and sweep: tables, with rich.
 
-The run and plan reports (``ctsim.report``) stay plain: importing rich would
+The run and plan reports (``ctsim.cli.report``) stay plain: importing rich would
 cost a sixth of the main job.
 """
 

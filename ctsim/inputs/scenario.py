@@ -7,10 +7,11 @@ the same parsed values, and so bad input fails before any simulation starts.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
-from ctsim.churn import ChurnSchedule, parse_churn
-from ctsim.defaults import (
+from ctsim.core.calibration import Calibration
+from ctsim.core.defaults import (
     CLIENT_TIMEOUT,
     CONNTRACK_GC_MAX_LRU_INTERVAL,
     CONNTRACK_GC_STARTING_INTERVAL,
@@ -22,30 +23,19 @@ from ctsim.defaults import (
     LIMIT_TABLE_MAX,
     TEARDOWN_TIMEOUT,
 )
-from ctsim.errors import InputError
-from ctsim.presets import DEFAULT_PRESET, Preset, get_preset
-from ctsim.profiles import Profile, get_profile
-from ctsim.projection import FamilyWalk, scrub_seconds
-from ctsim.quantity import format_bytes, format_duration, parse_count, parse_duration, parse_float
-from ctsim.sizing import ct_map_sizes
+from ctsim.core.errors import InputError
+from ctsim.core.profiles import Profile, get_profile
+from ctsim.core.projection import FamilyWalk, scrub_seconds
+from ctsim.core.quantity import format_bytes, format_duration
+from ctsim.core.sizing import ct_map_sizes
+from ctsim.inputs.churn import ChurnSchedule
+from ctsim.inputs.given import AgentState, Given, parse_given
+from ctsim.inputs.presets import DEFAULT_PRESET, Preset, get_preset
 
 DEFAULT_HORIZON = 3600.0  # what capacity planning's burst searches run for
 UNTIL_RESOLVED_CAP = 2 * 86400.0  # with no --horizon: the longest a run waits for its burst to resolve
 DEFAULT_CONN_SECONDS = 30.0
 DRIFTED_NEXT_PASS = 6 * 3600.0  # incident state: the last 12 h pass was 6 h ago
-AGENT_STATES = ("warm", "fresh")
-
-# Ceilings: what a run may ask for (docs/model.md, "Limits"). Beyond them a
-# run would take minutes to hours or the numbers stop meaning anything.
-MAX_PODS = 100_000  # a 1 h collapse costs ~1.2 ms of CPU per pod: ~2 min and ~570 MB at the ceiling
-MAX_HORIZON = 400 * 86400.0
-MAX_CORES = 4096
-MAX_NODE_MEMORY = 2**50  # 1 PiB
-MAX_WALK_RATE = 10**10
-MIN_GC_INTERVAL = 1.0  # seconds; a GC loop faster than that would only spin
-MAX_DEADLINE = 86400.0
-MAX_REGENERATION = 3600.0
-MAX_SEED = 2**63 - 1
 
 
 class NodeClock:
@@ -72,7 +62,7 @@ class Scenario:
     max_entries: int
     max_entries_source: str
     any_max_entries: int
-    agent_state: str  # warm: up for days (skip-initial spent); fresh: just started
+    agent_state: AgentState  # warm: up for days (skip-initial spent); fresh: just started
     ipv6_entries: int | None  # None: IPv4 only; else the node is dual-stack
     ipv6_max_entries: int
     ipv6_any_max_entries: int
@@ -112,8 +102,8 @@ class Scenario:
     time_scale: float = 1.0
     pod_start_spread: float = 1.0  # kubelet's pod workers reach CNI ADD within this
     calibration: str | None = None  # the calibration file, when one was given
-    # The flags as typed, for re-running (sweep rows, plan); not part of the result.
-    flags: dict[str, object] = field(default_factory=dict, compare=False, repr=False)
+    # What the user gave, parsed: variants of this node (plan, mitigations, sweeps) replace its numbers.
+    given: Given = field(default_factory=lambda: Given(), compare=False, repr=False)
 
     @functools.cached_property
     def clock(self) -> NodeClock:
@@ -142,146 +132,95 @@ class Scenario:
             }
         d["notes"] = list(self.notes)
         d["origins"] = dict(self.origins)
-        d.pop("flags", None)
+        d.pop("given", None)
         return d
 
 
-def resolve(
-    *,
-    preset: str | None = None,
-    profile: str = "cilium-1.16",
-    entries: str | None = None,
-    any_entries: str | None = None,
-    max_entries: str | None = None,
-    expired_fraction: str | None = None,
-    agent_state: str = "warm",
-    ipv6_entries: str | None = None,
-    ipv6_any_entries: str | None = None,
-    ipv6_max_entries: str | None = None,
-    pods: str = "50",
-    rate: str | None = None,
-    churn: str | None = None,
-    any_churn: str | None = None,
-    ipv6_churn: str | None = None,
-    ipv6_any_churn: str | None = None,
-    conn_duration: str | None = None,
-    deadline: str | None = None,
-    gc_interval: str = "auto",
-    gc_initial_interval: str | None = None,
-    gc_next_pass: str | None = None,
-    gc_max_interval: str | None = None,
-    regeneration: str | None = None,
-    cores: str | None = None,
-    node_memory: str | None = None,
-    map_ratio: str | None = None,
-    horizon: str | None = None,
-    seed: int | str = 1,
-    calibration: str | None = None,
-) -> Scenario:
-    """Flags (as the user typed them) over the preset; raises InputError on bad input.
+def resolve_flags(**flags: object) -> Scenario:
+    """The flags as typed (``"16M"``, ``"90s"``) -> a Scenario: ``parse_given`` then ``resolve``."""
+    return resolve(parse_given(**flags))
+
+
+def resolve(g: Given) -> Scenario:
+    """What the user gave over the preset; raises InputError where the inputs contradict each other.
 
     A preset supplies only what the user did not give; every input's origin
-    is kept (``Scenario.origins``). The rules run in this order (so the first
-    bad flag is the one named): counts and sizing inputs, map capacity
+    is kept (``Scenario.origins``). The rules run in this order: map capacity
     (``_capacity``), the IPv4 maps' entries (``_fill``), the IPv6 family
     (``_ipv6_maps``), the walk rate (``_walk_rate``), durations, the GC's
     state at t=0 (``_gc_start``), the warm limiter (``_warm_limiter``).
     """
-    typed = dict(locals())
-    p = get_preset(DEFAULT_PRESET if preset is None else preset)
-    prof = get_profile(profile)
+    p = get_preset(DEFAULT_PRESET if g.preset is None else g.preset)
+    prof = get_profile(g.profile)
     notes: list[str] = []
     origins: dict[str, str] = {}
     from_preset = f"preset {p.name}"
 
+    def said(name: str) -> str:
+        """Where a given input came from: the user's flag, or the source that stood in for it (a live series)."""
+        return g.source(name) or "given"
+
     def origin(name: str, flag: object, otherwise: str) -> None:
-        origins[name] = "given" if flag is not None else otherwise
+        origins[name] = said(name) if flag is not None else otherwise
 
-    n_pods = parse_count(pods, "--pods", minimum=1, maximum=MAX_PODS)
-    n_cores = parse_count(cores, "--cores", minimum=1, maximum=MAX_CORES) if cores is not None else p.cores
-    n_seed = parse_count(seed, "--seed", maximum=MAX_SEED)
-    n_entries = parse_count(entries, "--entries") if entries is not None else None
-    n_any = parse_count(any_entries, "--any-entries") if any_entries is not None else None
-
-    cap = _capacity(p, node_memory, map_ratio, max_entries, notes)
-    user_sized = max_entries is not None or node_memory is not None or map_ratio is not None
+    n_cores = g.cores if g.cores is not None else p.cores
+    cap = _capacity(p, g, notes, said)
+    user_sized = g.max_entries is not None or g.node_memory is not None or g.map_ratio is not None
     tcp_max, any_max, capacity_origin = cap.tcp, cap.any, cap.origin
-    if n_entries is None:
+    if g.entries is None:
         n_entries, origins["entries"] = _preset_share(p, tcp_max, cap.preset_tcp)
     else:
-        given = n_entries
         n_entries, tcp_max, capacity_origin = _fill(
-            "--entries", n_entries, tcp_max, capacity_origin, user_sized, "TCP", notes
+            "--entries", g.entries, tcp_max, capacity_origin, user_sized, "TCP", notes
         )
-        origins["entries"] = "given" if n_entries == given else "given, clamped to the map"
-    if n_any is None:
+        origins["entries"] = said("entries") + ("" if n_entries == g.entries else ", clamped to the map")
+    if g.any_entries is None:
         n_any = min(p.any_entries, any_max)
         origins["any_entries"] = f"{from_preset}: {p.any_assumption}"
     else:
-        given = n_any
         n_any, any_max, capacity_origin = _fill(
-            "--any-entries", n_any, any_max, capacity_origin, user_sized, "non-TCP", notes
+            "--any-entries", g.any_entries, any_max, capacity_origin, user_sized, "non-TCP", notes
         )
-        origins["any_entries"] = "given" if n_any == given else "given, clamped to the map"
+        origins["any_entries"] = said("any_entries") + ("" if n_any == g.any_entries else ", clamped to the map")
     origins["capacity"] = capacity_origin
-    v6 = _ipv6_maps(ipv6_entries, ipv6_any_entries, ipv6_max_entries, tcp_max, any_max, user_sized, notes)
-    v6_entries, v6_any, v6_tcp_max, v6_any_max = v6
+    v6_entries, v6_any, v6_tcp_max, v6_any_max = _ipv6_maps(g, tcp_max, any_max, user_sized, notes)
     if v6_entries is not None:
-        origins["ipv6"] = "given" + (", maps sized like IPv4's" if ipv6_max_entries is None else "")
-    if agent_state not in AGENT_STATES:
-        raise InputError(f"--agent-state: must be warm or fresh, got {agent_state!r}")
+        origins["ipv6"] = said("ipv6_entries") + (", maps sized like IPv4's" if g.ipv6_max_entries is None else "")
 
-    if expired_fraction is not None:
-        expired = parse_float(expired_fraction, "--expired-fraction", low=0.0, high=1.0)
-    else:
-        expired = p.expired_fraction
-    origin("expired_fraction", expired_fraction, from_preset)
-    walk_rate, rate_source, delete_s, bucket_s = _walk_rate(prof, rate, calibration)
-    origins["walk_rate"] = "given" if rate is not None else rate_source
+    expired = g.expired_fraction if g.expired_fraction is not None else p.expired_fraction
+    origin("expired_fraction", g.expired_fraction, from_preset)
+    walk_rate, rate_source, delete_s, bucket_s = _walk_rate(prof, g.rate, g.calibration)
+    origins["walk_rate"] = said("rate") if g.rate is not None else rate_source
 
-    schedule = parse_churn(churn if churn is not None else p.churn)
-    origin("churn", churn, from_preset)
-    any_schedule = parse_churn(any_churn if any_churn is not None else p.any_churn, "--any-churn")
-    origin("any_churn", any_churn, from_preset)
+    schedule = g.churn if g.churn is not None else p.churn_schedule
+    origin("churn", g.churn, from_preset)
+    any_schedule = g.any_churn if g.any_churn is not None else p.any_churn_schedule
+    origin("any_churn", g.any_churn, from_preset)
     v6_schedules = []
-    for flag, value in (("--ipv6-churn", ipv6_churn), ("--ipv6-any-churn", ipv6_any_churn)):
+    for flag, value in (("--ipv6-churn", g.ipv6_churn), ("--ipv6-any-churn", g.ipv6_any_churn)):
         if value is not None and v6_entries is None:
             raise InputError(f"{flag}: give --ipv6-entries too (it makes the node dual-stack)")
-        v6_schedules.append(parse_churn(value if value is not None else "0/s", flag))
-    conn_s = (
-        parse_duration(conn_duration, "--conn-duration", maximum=MAX_HORIZON)
-        if conn_duration is not None
-        else DEFAULT_CONN_SECONDS
-    )
-    origin("conn_duration", conn_duration, "default")
-    if conn_duration is not None and all(c.peak == 0 for c in (schedule, any_schedule, *v6_schedules)):
+        v6_schedules.append(value if value is not None else NO_CHURN)
+    conn_s = g.conn_duration if g.conn_duration is not None else DEFAULT_CONN_SECONDS
+    origin("conn_duration", g.conn_duration, "default")
+    if g.conn_duration is not None and all(c.peak == 0 for c in (schedule, any_schedule, *v6_schedules)):
         notes.append("--conn-duration has no effect: no churn opens connections in this run")
-    deadline_s = (
-        parse_duration(deadline, "--deadline", minimum=1.0, maximum=MAX_DEADLINE)
-        if deadline is not None
-        else CLIENT_TIMEOUT
-    )
-    origin("deadline", deadline, "default: cilium-cni's ClientTimeout")
-    if horizon is not None:
-        horizon_s = parse_duration(horizon, "--horizon", maximum=MAX_HORIZON)
-        origins["horizon"] = "given"
+    deadline_s = g.deadline if g.deadline is not None else CLIENT_TIMEOUT
+    origin("deadline", g.deadline, "default: cilium-cni's ClientTimeout")
+    if g.horizon is not None:
+        horizon_s = g.horizon
+        origins["horizon"] = said("horizon")
     else:
         horizon_s = UNTIL_RESOLVED_CAP
         origins["horizon"] = f"until resolved (at most {format_duration(UNTIL_RESOLVED_CAP)})"
-    regen_s = (
-        parse_duration(regeneration, "--regeneration-time", allow_zero=True, maximum=MAX_REGENERATION)
-        if regeneration is not None
-        else DEFAULT_REGENERATION
-    )
-    origin("regeneration", regeneration, "default: the model's assumption")
-    origin("cores", cores, from_preset)
-    fixed, initial, first_pass, max_interval = _gc_start(
-        gc_interval, gc_initial_interval, gc_next_pass, gc_max_interval, agent_state, notes
-    )
+    regen_s = g.regeneration if g.regeneration is not None else DEFAULT_REGENERATION
+    origin("regeneration", g.regeneration, "default: the model's assumption")
+    origin("cores", g.cores, from_preset)
+    fixed, initial, first_pass, max_interval = _gc_start(g, notes)
     walks = [FamilyWalk("ipv4", (n_entries, n_any), walk_rate, (tcp_max, any_max), bucket_s)]
     if v6_entries is not None:
         walks.append(FamilyWalk("ipv6", (v6_entries, v6_any), walk_rate, (v6_tcp_max, v6_any_max), bucket_s))
-    mean, origins["limiter"] = _warm_limiter(agent_state, walks, regen_s, deadline_s)
+    mean, origins["limiter"] = _warm_limiter(g.agent_state, walks, regen_s, deadline_s)
     return Scenario(
         preset=p.name,
         profile=prof.name,
@@ -289,12 +228,12 @@ def resolve(
         max_entries=tcp_max,
         max_entries_source=capacity_origin,
         any_max_entries=any_max,
-        agent_state=agent_state,
+        agent_state=g.agent_state,
         ipv6_entries=v6_entries,
         ipv6_max_entries=v6_tcp_max,
         ipv6_any_max_entries=v6_any_max,
         expired_fraction=expired,
-        pods=n_pods,
+        pods=g.pods,
         walk_rate=walk_rate,
         rate_source=rate_source,
         delete_seconds=delete_s,
@@ -311,19 +250,22 @@ def resolve(
         node_memory=cap.memory,
         map_ratio=cap.ratio,
         horizon=horizon_s,
-        seed=n_seed,
+        seed=g.seed,
         any_entries=n_any,
         ipv6_any_entries=v6_any,
         any_churn=any_schedule,
         ipv6_churn=v6_schedules[0],
         ipv6_any_churn=v6_schedules[1],
         create_mean_processing=mean,
-        until_resolved=horizon is None,
+        until_resolved=g.horizon is None,
         notes=tuple(notes),
         origins=tuple(origins.items()),
-        calibration=calibration,
-        flags=typed,
+        calibration=g.calibration.path if g.calibration is not None else None,
+        given=g,
     )
+
+
+NO_CHURN = ChurnSchedule(((0.0, float("inf")),))
 
 
 class _Capacity:
@@ -351,9 +293,7 @@ def _preset_tcp(p: Preset) -> int:
     return ct_map_sizes(p.node_memory, p.map_ratio).tcp if p.map_ratio else _static_tcp(p)
 
 
-def _capacity(
-    p: Preset, node_memory: str | None, map_ratio: str | None, max_entries: str | None, notes: list[str]
-) -> _Capacity:
+def _capacity(p: Preset, g: Given, notes: list[str], said: Callable[[str], str]) -> _Capacity:
     """The maps' capacity: --max-entries, else sizing from memory x ratio, else static sizes.
 
     A given --node-memory or --map-ratio always sizes the maps: memory or
@@ -361,19 +301,15 @@ def _capacity(
     lends the Helm chart's ratio.
     """
     from_preset = f"preset {p.name}"
-    memory = (
-        parse_count(node_memory, "--node-memory", minimum=1, maximum=MAX_NODE_MEMORY)
-        if node_memory is not None
-        else p.node_memory
-    )
-    memory_from = f"--node-memory {format_bytes(memory)}" if node_memory is not None else format_bytes(memory)
-    if node_memory is None and map_ratio is not None:
+    memory = g.node_memory if g.node_memory is not None else p.node_memory
+    memory_from = f"--node-memory {format_bytes(memory)}" if g.node_memory is not None else format_bytes(memory)
+    if g.node_memory is None and g.map_ratio is not None:
         memory_from = f"{from_preset}'s {memory_from}"
     ratio: float | None
-    if map_ratio is not None:
-        ratio = parse_float(map_ratio, "--map-ratio", low=0.0, high=1.0) or None
+    if g.map_ratio is not None:
+        ratio = g.map_ratio or None
         ratio_from = f"--map-ratio {ratio:g}" if ratio else ""
-    elif node_memory is not None and p.map_ratio is None:
+    elif g.node_memory is not None and p.map_ratio is None:
         ratio = DEFAULT_DYNAMIC_SIZE_RATIO
         ratio_from = f"ratio {ratio:g}, the Helm chart's default"
         notes.append(
@@ -382,7 +318,7 @@ def _capacity(
         )
     else:
         ratio = p.map_ratio
-        ratio_from = (f"{from_preset}'s {ratio:g}" if node_memory is not None else f"{ratio:g}") if ratio else ""
+        ratio_from = (f"{from_preset}'s {ratio:g}" if g.node_memory is not None else f"{ratio:g}") if ratio else ""
     if ratio is not None:
         sizes = ct_map_sizes(memory, ratio)
         tcp, any_ = sizes.tcp, sizes.any
@@ -392,17 +328,19 @@ def _capacity(
                 "Cilium sizes such maps as the model does, to what the wrapped product gives"
             )
         how = f"dynamic sizing, {memory_from} x {ratio_from}"
-        origin = f"derived: {how}" if node_memory is not None or map_ratio is not None else f"{from_preset}: {how}"
+        sized = g.node_memory is not None or g.map_ratio is not None
+        origin = f"derived: {how}" if sized else f"{from_preset}: {how}"
     else:
-        if node_memory is not None:
+        if g.node_memory is not None:
             notes.append("--node-memory sizes nothing: --map-ratio 0 turns dynamic sizing off (static map sizes)")
         tcp, any_ = _static_tcp(p), CT_MAP_ENTRIES_GLOBAL_ANY_DEFAULT  # the preset's static limit, if it has one
         origin = f"{from_preset}: static sizes" if p.ct_tcp_max else "default: Cilium's static sizes"
-    if max_entries is not None:
-        tcp = parse_count(max_entries, "--max-entries", minimum=1)
+    if g.max_entries is not None:
+        tcp = g.max_entries
         if tcp > LIMIT_TABLE_MAX:
             raise InputError(f"--max-entries: {tcp:,} exceeds Cilium's limit of {LIMIT_TABLE_MAX:,} (LimitTableMax)")
-        origin = f"given: TCP --max-entries; non-TCP {origin}"
+        source = g.source("max_entries")
+        origin = f"{source} (TCP); non-TCP {origin}" if source else f"given: TCP --max-entries; non-TCP {origin}"
     return _Capacity(tcp, any_, origin, memory, ratio, _preset_tcp(p))
 
 
@@ -433,39 +371,34 @@ def _fill(
 
 
 def _ipv6_maps(
-    ipv6_entries: str | None,
-    ipv6_any_entries: str | None,
-    ipv6_max_entries: str | None,
-    tcp_max: int,
-    any_max: int,
-    user_sized: bool,
-    notes: list[str],
+    g: Given, tcp_max: int, any_max: int, user_sized: bool, notes: list[str]
 ) -> tuple[int | None, int, int, int]:
     """The IPv6 family, when the node is dual-stack: (TCP entries, non-TCP entries, TCP max, non-TCP max).
 
     Cilium sizes both families' maps alike; the same fill rules as IPv4's apply.
     """
-    v6_entries = parse_count(ipv6_entries, "--ipv6-entries") if ipv6_entries is not None else None
-    v6_any = parse_count(ipv6_any_entries, "--ipv6-any-entries") if ipv6_any_entries is not None else 0
+    v6_any = g.ipv6_any_entries if g.ipv6_any_entries is not None else 0
     v6_tcp_max, v6_any_max = tcp_max, any_max
-    if ipv6_max_entries is not None:
-        v6_tcp_max = parse_count(ipv6_max_entries, "--ipv6-max-entries", minimum=1)
+    if g.ipv6_max_entries is not None:
+        v6_tcp_max = g.ipv6_max_entries
         if v6_tcp_max > LIMIT_TABLE_MAX:
             raise InputError(
                 f"--ipv6-max-entries: {v6_tcp_max:,} exceeds Cilium's limit of {LIMIT_TABLE_MAX:,} (LimitTableMax)"
             )
-    if v6_entries is None:
-        for flag, value in (("--ipv6-max-entries", ipv6_max_entries), ("--ipv6-any-entries", ipv6_any_entries)):
+    if g.ipv6_entries is None:
+        for flag, value in (("--ipv6-max-entries", g.ipv6_max_entries), ("--ipv6-any-entries", g.ipv6_any_entries)):
             if value is not None:
                 raise InputError(f"{flag}: give --ipv6-entries too (it makes the node dual-stack)")
         return None, 0, v6_tcp_max, v6_any_max
-    capped = user_sized or ipv6_max_entries is not None
-    v6_entries, v6_tcp_max, _ = _fill("--ipv6-entries", v6_entries, v6_tcp_max, "", capped, "IPv6 TCP", notes)
+    capped = user_sized or g.ipv6_max_entries is not None
+    v6_entries, v6_tcp_max, _ = _fill("--ipv6-entries", g.ipv6_entries, v6_tcp_max, "", capped, "IPv6 TCP", notes)
     v6_any, v6_any_max, _ = _fill("--ipv6-any-entries", v6_any, v6_any_max, "", capped, "IPv6 non-TCP", notes)
     return v6_entries, v6_any, v6_tcp_max, v6_any_max
 
 
-def _warm_limiter(agent_state: str, walks: list[FamilyWalk], regeneration: float, deadline: float) -> tuple[float, str]:
+def _warm_limiter(
+    agent_state: AgentState, walks: list[FamilyWalk], regeneration: float, deadline: float
+) -> tuple[float, str]:
     """endpoint-create's meanProcessingDuration at t=0, and how it was derived.
 
     A warm agent's last ``mean_over`` (10) creates each took one scrub of the
@@ -473,7 +406,7 @@ def _warm_limiter(agent_state: str, walks: list[FamilyWalk], regeneration: float
     create that outlives its caller ends with an error, which feeds nothing
     to AutoAdjust). A fresh agent has no mean: the limiter starts at its defaults.
     """
-    if agent_state == "fresh":
+    if agent_state is AgentState.FRESH:
         return 0.0, "default: a fresh agent's limiter, at its v1.16.5 parameters"
     walk = scrub_seconds(walks)
     mean = min(walk + regeneration, deadline)
@@ -484,24 +417,19 @@ def _warm_limiter(agent_state: str, walks: list[FamilyWalk], regeneration: float
     )
 
 
-def _walk_rate(prof: Profile, rate: str | None, calibration: str | None) -> tuple[float, str, float, float]:
+def _walk_rate(prof: Profile, rate: float | None, cal: Calibration | None) -> tuple[float, str, float, float]:
     """(entries/s, where it came from, seconds per delete, seconds per bucket of a batched walk).
 
     --rate, else the calibration, else the profile's. A batched walk's bucket
     cost comes from the calibration when it measured one, else the profile.
     """
     delete_s, bucket_s = prof.delete_seconds, prof.bucket_seconds
-    cal = None
-    if calibration is not None:
-        from ctsim.calibration import load as load_calibration
-
-        cal = load_calibration(calibration)
     if cal is not None:
         delete_s = cal.delete_seconds_per_entry
         if prof.walk == "batched" and cal.batch_bucket_seconds is not None:
             bucket_s = cal.batch_bucket_seconds
     if rate is not None:
-        return float(parse_count(rate, "--rate", minimum=1, maximum=MAX_WALK_RATE)), "--rate", delete_s, bucket_s
+        return rate, "--rate", delete_s, bucket_s
     if cal is not None:
         return cal.walk_rate(prof.walk), cal.describe(prof.walk), delete_s, bucket_s
     return prof.walk_rate, prof.source, delete_s, bucket_s
@@ -512,30 +440,21 @@ def _walk_rate(prof: Profile, rate: str | None, calibration: str | None) -> tupl
 _GCStart = tuple[float, float, float, float]
 
 
-def _gc_start(
-    gc_interval: str,
-    gc_initial_interval: str | None,
-    gc_next_pass: str | None,
-    gc_max_interval: str | None,
-    agent_state: str,
-    notes: list[str],
-) -> _GCStart:
+def _gc_start(g: Given, notes: list[str]) -> _GCStart:
     """The GC's state at t=0 (GetInterval's cachedGCInterval, and when the next pass runs).
 
     A fresh agent has no cached interval and runs its first pass now; so does
     an agent given a fixed or an initial interval. Otherwise a warm agent is
     in the incident's state: drifted to the 12 h cap, mid-cycle.
     """
-    gc_bounds = {"minimum": MIN_GC_INTERVAL, "maximum": MAX_HORIZON}
-    max_interval = parse_duration(gc_max_interval, "--gc-max-interval", **gc_bounds) if gc_max_interval else 0.0
-
-    fixed = 0.0 if gc_interval.strip() == "auto" else parse_duration(gc_interval, "--gc-interval", **gc_bounds)
-    if gc_initial_interval is not None:
-        initial = parse_duration(gc_initial_interval, "--gc-initial-interval", **gc_bounds)
+    max_interval = g.gc_max_interval or 0.0
+    fixed = g.gc_interval
+    if g.gc_initial_interval is not None:
+        initial = g.gc_initial_interval
         first_pass = 0.0
     elif fixed:
         initial, first_pass = fixed, 0.0
-    elif agent_state == "fresh":
+    elif g.agent_state is AgentState.FRESH:
         initial, first_pass = 0.0, 0.0
         notes.append("fresh agent: 4 requests skip the API limiter; GC runs now, next interval from 5m")
     else:
@@ -543,11 +462,11 @@ def _gc_start(
         notes.append("GC starts drifted: interval 12h, next pass in 6h (--agent-state fresh: a just-started agent)")
     if fixed:
         initial = fixed
-        for flag, value in (("--gc-initial-interval", gc_initial_interval), ("--gc-max-interval", gc_max_interval)):
+        for flag, value in (("--gc-initial-interval", g.gc_initial_interval), ("--gc-max-interval", g.gc_max_interval)):
             if value is not None:
                 notes.append(f"{flag} has no effect: a fixed --gc-interval is every interval (GetInterval returns it)")
-    if gc_next_pass is not None:
-        first_pass = parse_duration(gc_next_pass, "--gc-next-pass", allow_zero=True, maximum=MAX_HORIZON)
+    if g.gc_next_pass is not None:
+        first_pass = g.gc_next_pass
     if initial == CONNTRACK_GC_STARTING_INTERVAL and first_pass == 0.0:
         notes.append("GC starts fresh: first pass now, interval 5m")
     return fixed, initial, first_pass, max_interval

@@ -11,9 +11,9 @@ import math
 import re
 from dataclasses import dataclass
 
-from ctsim.errors import InputError
-from ctsim.floats import left_sum
-from ctsim.quantity import format_duration, format_rate, parse_duration, parse_rate, split_list
+from ctsim.core.errors import InputError
+from ctsim.core.floats import left_sum
+from ctsim.core.quantity import format_duration, format_rate, parse_duration, parse_rate, split_list
 
 
 @dataclass(frozen=True)

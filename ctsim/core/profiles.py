@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from ctsim.errors import pick
+from ctsim.core.errors import pick
 
 # Spec §1: 14,916 syscalls in 35 ms on the incident node = ~426,000 syscalls/s,
 # two per entry walked.

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import NamedTuple
 
-from ctsim.floats import left_sum
+from ctsim.core.floats import left_sum
 
 WAIT_SEMAPHORE_RESOLUTION = 10_000_000
 

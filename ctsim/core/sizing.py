@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from ctsim.defaults import (
+from ctsim.core.defaults import (
     CT_KEY_SIZES,
     CT_MAP_ENTRIES_GLOBAL_ANY_DEFAULT,
     CT_MAP_ENTRIES_GLOBAL_TCP_DEFAULT,

@@ -18,7 +18,7 @@ import stat
 import time
 from pathlib import Path
 
-from ctsim.errors import InputError
+from ctsim.core.errors import InputError
 
 MAX_INPUT_BYTES = 1 << 20  # calibration files and grid files are a few KiB
 

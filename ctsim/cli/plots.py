@@ -5,10 +5,10 @@ from __future__ import annotations
 import io
 from typing import Any
 
-from ctsim.defaults import CONNTRACK_GC_STARTING_INTERVAL
-from ctsim.errors import InputError
-from ctsim.files import write_atomic
-from ctsim.quantity import format_count, format_duration
+from ctsim.core.defaults import CONNTRACK_GC_STARTING_INTERVAL
+from ctsim.core.errors import InputError
+from ctsim.core.files import write_atomic
+from ctsim.core.quantity import format_count, format_duration
 
 
 def require_matplotlib(flag: str) -> None:

@@ -7,7 +7,7 @@ simulator. The model's own assumptions that are not Cilium's are marked so.
 
 from __future__ import annotations
 
-from ctsim.rate import APILimiterParameters
+from ctsim.core.rate import APILimiterParameters
 
 # Timeouts.
 CLIENT_TIMEOUT = 90.0  # pkg/api ClientTimeout: cilium-cni's deadline for PUT /endpoint

@@ -11,8 +11,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from ctsim.errors import InputError
-from ctsim.files import read_text, write_atomic
+from ctsim.core.errors import InputError
+from ctsim.core.files import read_text, write_atomic
 
 FORMAT = "ctsim-calibration/1"
 

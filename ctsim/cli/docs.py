@@ -1,7 +1,7 @@
 """Regenerates every table and plot of docs/capacity-planning.md from the model.
 
-    python -m ctsim.capacity.docs            # rewrite the tables in place, redraw the plots
-    python -m ctsim.capacity.docs --check    # exit 1 if a committed table differs from today's model
+    python -m ctsim.cli.docs            # rewrite the tables in place, redraw the plots
+    python -m ctsim.cli.docs --check    # exit 1 if a committed table differs from today's model
 
 Tables live between ``<!-- table:NAME -->`` and ``<!-- /table:NAME -->``
 markers; the prose around them is left alone.
@@ -14,8 +14,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from ctsim.quantity import format_duration
-from ctsim.scenario import resolve
+from ctsim.core.quantity import format_duration
+from ctsim.inputs.scenario import resolve_flags
 from ctsim.sim.model import Model, simulate
 from ctsim.sim.result import Result
 
@@ -24,7 +24,7 @@ IMG = DOC.parent / "img"
 
 
 def _run(**flags: object) -> Result:
-    return simulate(resolve(**flags))  # type: ignore[arg-type]
+    return simulate(resolve_flags(**flags))  # type: ignore[arg-type]
 
 
 def _md(header: list[str], rows: list[list[str]]) -> str:
@@ -46,8 +46,8 @@ SIZING = [("2Gi", "0.0025"), ("16Gi", "0.0025"), ("64Gi", "0.0025"), ("240Gi", "
 
 def table_sizing() -> str:
     """CT map sizes by node memory and bpf-map-dynamic-size-ratio, as the agent computes them."""
-    from ctsim.quantity import parse_count
-    from ctsim.sizing import ct_map_sizes
+    from ctsim.core.quantity import parse_count
+    from ctsim.core.sizing import ct_map_sizes
 
     rows = []
     for memory, ratio in SIZING:
@@ -76,7 +76,7 @@ def table_walk() -> str:
     for e in ENTRIES:
         walks = [_run(entries=e, rate=r, pods="1", horizon="1s").walk_seconds for _, r in rates]
         batched = _run(entries=e, pods="1", horizon="1s", profile="cilium-1.18").walk_seconds
-        rows.append([f"{resolve(entries=e).entries:,}", *[f"{w:.2f}" for w in walks], f"{batched:.2f}"])
+        rows.append([f"{resolve_flags(entries=e).entries:,}", *[f"{w:.2f}" for w in walks], f"{batched:.2f}"])
     return _md(header, rows)
 
 
@@ -92,7 +92,9 @@ def table_burst() -> str:
             walk, safe = r.walk_seconds, r.advice.safe_burst
             d = r.to_dict()["pods"]
             cells.append(f"{r.verdict}: {d['ready_first_attempt']}/{pods} first try, {d['ready']} Ready")
-        rows.append([f"{resolve(entries=e).entries:,}", f"{walk:.1f} s", "any" if safe is None else str(safe), *cells])
+        rows.append(
+            [f"{resolve_flags(entries=e).entries:,}", f"{walk:.1f} s", "any" if safe is None else str(safe), *cells]
+        )
     return _md(header, rows)
 
 
@@ -115,7 +117,7 @@ def table_burst_replications() -> str:
         ready, attempts = s["quantiles"]["all_ready_s"], s["quantiles"]["add_attempts"]
         out.append(
             [
-                f"{resolve(entries=point['entries']).entries:,}",
+                f"{resolve_flags(entries=point['entries']).entries:,}",
                 point["pods"],
                 f"{collapse['count']}/{REPLICATIONS} ({low:.1%}–{high:.1%})",
                 _s(ready["p50"]),
@@ -228,13 +230,13 @@ def render(text: str) -> str:
 
 def draw_plots() -> None:
     from ctsim.capacity.sweep import sweep
-    from ctsim.plots import drift_of, heatmap
+    from ctsim.cli.plots import drift_of, heatmap
 
     IMG.mkdir(exist_ok=True)
     rows = sweep({}, {"entries": ["256Ki", "1Mi", "4Mi", "7M", "16Mi"], "pods": ["5", "10", "25", "50"]})
     heatmap(rows, "entries", "pods", "ready_first_attempt_fraction", str(IMG / "burst-heatmap.png"),
             title="Pods Ready at their first attempt (hatched: collapse)")  # fmt: skip
-    scenario = resolve(
+    scenario = resolve_flags(
         entries="0", max_entries="16Mi", churn="50000/min for 8h, 500/min for 16h", gc_initial_interval="5m",
         horizon="3d", pods="1",
     )  # fmt: skip
@@ -248,7 +250,7 @@ def main(argv: list[str]) -> int:
     fresh = render(current)
     if "--check" in argv:
         if fresh != current:
-            print(f"{DOC} is out of date: run `python -m ctsim.capacity.docs`", file=sys.stderr)
+            print(f"{DOC} is out of date: run `python -m ctsim.cli.docs`", file=sys.stderr)
             return 1
         return 0
     DOC.write_text(fresh)

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from ctsim.errors import pick
+from ctsim.core.errors import pick
+from ctsim.inputs.churn import ChurnSchedule, parse_churn
 
 
 class Preset(NamedTuple):
@@ -26,6 +27,14 @@ class Preset(NamedTuple):
     any_entries: int  # the non-TCP map's
     any_churn: str
     any_assumption: str  # why, in the inputs block
+
+    @property
+    def churn_schedule(self) -> ChurnSchedule:
+        return parse_churn(self.churn)
+
+    @property
+    def any_churn_schedule(self) -> ChurnSchedule:
+        return parse_churn(self.any_churn, "--any-churn")
 
 
 PRESETS: dict[str, Preset] = {

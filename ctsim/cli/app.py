@@ -9,13 +9,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ctsim.errors import InputError, run_cli
-from ctsim.files import check_distinct, check_writable, write_atomic
-from ctsim.options import Str, live_scenario_options, prometheus_options, scenario_options
+from ctsim.cli.command import run_cli
+from ctsim.cli.options import Str, live_scenario_options, prometheus_options, scenario_options
+from ctsim.core.errors import InputError
+from ctsim.core.files import check_distinct, check_writable, write_atomic
 
 if TYPE_CHECKING:
     from ctsim.fleet.prometheus import Transport
-    from ctsim.scenario import Scenario
+    from ctsim.inputs.scenario import Scenario
 
 app = typer.Typer(
     help="Model Cilium's conntrack GC drift and the scrub convoy that stalls pod start-up.",
@@ -71,6 +72,7 @@ def _check_cluster(replications: int, scheduler: str | None, single: bool) -> No
 @live_scenario_options
 def run(
     scenario: Scenario,
+    flags: dict[str, object],
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
     plot: Annotated[
         Str, typer.Option(metavar="FILE.png", help="Also draw table size and GC interval over time to this PNG.")
@@ -89,7 +91,7 @@ def run(
     model = Model(scenario, trace_every=scenario.horizon / 600 if plot else None)
     result = _with_progress(lambda progress: model.run(progress=progress)) if _long(scenario) else model.run()
     if plot:
-        from ctsim.plots import drift_of
+        from ctsim.cli.plots import drift_of
 
         drift_of(model, result, plot, title=f"{scenario.preset}: {scenario.churn.describe()} churn")
     mitigations = []
@@ -103,7 +105,8 @@ def run(
 
         def work(progress):  # type: ignore[no-untyped-def]
             return mc.replicate(
-                dict(scenario.flags),
+                scenario.given,
+                flags,
                 scenario.seed,
                 replications,
                 scheduler=scheduler,
@@ -119,7 +122,7 @@ def run(
             doc["replications"] = replicated
         _print_json(doc)
         return
-    from ctsim.report import render, render_replications
+    from ctsim.cli.report import render, render_replications
 
     render(result, mitigations=mitigations)
     if replicated is not None:
@@ -139,7 +142,7 @@ def emulate(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
 ) -> None:
     """Run the scenario, scaled down, on the real kernel and beside the simulator (needs root or CAP_BPF)."""
-    from ctsim.defaults import CT_KEY_SIZES
+    from ctsim.core.defaults import CT_KEY_SIZES
     from ctsim.kernel import calibrate as cal
     from ctsim.kernel import emulate as em
 
@@ -147,7 +150,7 @@ def emulate(
     em.check(scenario, time_scale)
     cal.probe()
     if scenario.calibration is not None:
-        from ctsim.calibration import load
+        from ctsim.core.calibration import load
 
         c = load(scenario.calibration)
         real_rate, delete_s, how = c.per_entry_entries_per_s, c.delete_seconds_per_entry, c.describe("per-entry")
@@ -167,7 +170,7 @@ def emulate(
     if as_json:
         _print_json(report)
         return
-    from ctsim.tables import render_emulation
+    from ctsim.cli.tables import render_emulation
 
     render_emulation(report)
 
@@ -183,6 +186,7 @@ def _print_json(doc: object) -> None:
 @scenario_options
 def sweep(
     scenario: Scenario,
+    flags: dict[str, object],
     grid: Annotated[
         list[str] | None, typer.Option(metavar="NAME=V1,V2", help="An axis: NAME=V1,V2,... (repeat for more axes).")
     ] = None,
@@ -217,7 +221,7 @@ def sweep(
     from ctsim.capacity import sweep as sw
 
     _check_cluster(replications, scheduler, single=False)
-    base = dict(scenario.flags)
+    base = dict(flags)
     axes: dict[str, list[str]] = {}
     if grid_file:
         file_base, axes = sw.load_grid_file(grid_file)
@@ -267,13 +271,13 @@ def sweep(
     if output:
         write_atomic(output, sw.to_json(rows, base, axes, extra))
     if heatmap:
-        from ctsim.plots import heatmap as draw
+        from ctsim.cli.plots import heatmap as draw
 
         draw(rows, x, y, value, heatmap)
     if as_json:
         sys.stdout.write(sw.to_json(rows, base, axes, extra))
         return
-    from ctsim.tables import render_sweep, render_sweep_replications
+    from ctsim.cli.tables import render_sweep, render_sweep_replications
 
     if extra is None:
         render_sweep(rows, list(axes), seconds)
@@ -334,15 +338,7 @@ def plan(
     """Size a node: CT maps, steady-state table, walk time, safe burst, and simulated mitigations."""
     from ctsim.capacity import plan as planner
 
-    live: dict[str, tuple[str, str]] = {}
-    if from_prometheus is not None or node is not None:
-        from ctsim.fleet.live import live_inputs
-
-        typed = {"max_entries": max_entries, "rate": rate, "deadline": deadline}
-        live = live_inputs(typed, from_prometheus, node, node_label, transport, profile, calibration=calibration)
-        max_entries, rate, deadline = typed["max_entries"], typed["rate"], typed["deadline"]
-
-    facts = planner.Facts(
+    facts = planner.parse_facts(
         node_memory=node_memory,
         map_ratio=map_ratio,
         max_entries=max_entries,
@@ -361,13 +357,24 @@ def plan(
         seed=seed,
         replications=replications,
     )
+    live: dict[str, tuple[object, str]] = {}
+    if from_prometheus is not None or node is not None:
+        from ctsim.fleet.live import live_inputs, shown, with_live
+
+        # What the series give for the flags plan takes from them, where the user gave none.
+        wanted = {k for k in ("max_entries", "rate", "deadline") if getattr(facts.node, k) is None}
+        live = live_inputs(wanted, from_prometheus, node, node_label, transport, profile, calibration)
+        facts = dataclasses.replace(facts, node=with_live(facts.node, live, node or ""))
     doc = planner.plan(facts)
     if live:
-        doc["live"] = {flag: {"value": value, "series": series, "node": node} for flag, (value, series) in live.items()}
+        doc["live"] = {
+            flag: {"value": shown(flag, value), "series": series, "node": node}
+            for flag, (value, series) in live.items()
+        }
     if as_json:
         _print_json(doc)
         return
-    from ctsim.report import render_plan
+    from ctsim.cli.report import render_plan
 
     render_plan(doc)
 
@@ -453,7 +460,7 @@ def fleet(
     Each node's figures come from its own series (ctwatch's, else Cilium's), projected with the
     same arithmetic as `ctsim run` and ctwatch; what a node's series do not say is named in its row.
     """
-    from ctsim.fleet_view import run_fleet
+    from ctsim.cli.fleet_view import run_fleet
 
     code = run_fleet(
         transport, prometheus_url, pods=pods, window=window, node_label=node_label, selector=selector, at=at,
@@ -486,10 +493,10 @@ def calibrate(
     as_json: Annotated[bool, typer.Option("--json", help="Print the measurements as JSON.")] = False,
 ) -> None:
     """Measure this kernel's CT walk rates on real, throwaway BPF maps (needs root or CAP_BPF)."""
-    from ctsim.calibration import dump
-    from ctsim.defaults import CT_KEY_SIZES
+    from ctsim.core.calibration import dump
+    from ctsim.core.defaults import CT_KEY_SIZES
+    from ctsim.core.quantity import parse_count, split_list
     from ctsim.kernel import calibrate as cal
-    from ctsim.quantity import parse_count, split_list
 
     if family not in CT_KEY_SIZES:
         raise InputError(f"--family: must be ipv4 or ipv6, got {family!r}")
@@ -510,7 +517,7 @@ def calibrate(
     if as_json:
         _print_json(doc)
         return
-    from ctsim.tables import render_calibration
+    from ctsim.cli.tables import render_calibration
 
     render_calibration(doc, output)
 
@@ -518,7 +525,7 @@ def calibrate(
 def _check_plot(path: str, flag: str) -> None:
     """A PNG path that can be written, and matplotlib to draw it, before any work."""
     check_writable(path, flag, suffix=".png")
-    from ctsim.plots import require_matplotlib
+    from ctsim.cli.plots import require_matplotlib
 
     require_matplotlib(flag)
 

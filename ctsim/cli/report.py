@@ -1,4 +1,4 @@
-"""The human-readable reports of run and plan: plain lines, styled on a terminal (``ctsim.term``).
+"""The human-readable reports of run and plan: plain lines, styled on a terminal (``ctsim.cli.term``).
 
 They read the Result (or plan's document) and nothing else.
 """
@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ctsim.quantity import format_count, format_duration
+from ctsim.cli.term import Terminal
+from ctsim.core.quantity import format_count, format_duration
 from ctsim.sim.result import Result, Verdict, percentile
-from ctsim.term import Terminal
 
 if TYPE_CHECKING:
     from ctsim.capacity.mitigations import Mitigation

@@ -2,7 +2,7 @@
 
 ``ctsim run``, ``ctsim emulate`` and ``ctsim sweep`` accept the same flags with
 the same help; ``@scenario_options`` appends them to a typer command and hands
-the command one ``Scenario``, resolved (and validated) by ``ctsim.scenario``.
+the command one ``Scenario``, resolved (and validated) by ``ctsim.inputs.scenario``.
 """
 
 from __future__ import annotations
@@ -15,14 +15,14 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from ctsim.quantity import format_bytes
+from ctsim.core.quantity import format_bytes
 
 Str = Optional[str]  # noqa: UP045 - typer reads Optional at runtime
 
 
 def _values(field: str, show: Callable[[Any], str] = str) -> str:
     """Each preset's ``field``: ``analytics X, standard Y``."""
-    from ctsim.presets import PRESETS
+    from ctsim.inputs.presets import PRESETS
 
     return ", ".join(f"{name} {show(getattr(p, field))}" for name, p in PRESETS.items())
 
@@ -247,8 +247,8 @@ LIVE_FLAGS: dict[str, tuple[Any, Any]] = {
 
 def transport(values: dict[str, Any]) -> Any:
     """``PROMETHEUS_FLAGS`` as typed -> a ``ctsim.fleet.prometheus.Transport``."""
+    from ctsim.core.quantity import parse_duration
     from ctsim.fleet.prometheus import Transport
-    from ctsim.quantity import parse_duration
 
     return Transport(
         bearer_token_file=values["bearer_token_file"],
@@ -281,10 +281,13 @@ def _adding(
         for name, (annotation, default) in flags.items()
     ]
 
+    takes = set(inspect.signature(command).parameters)
+
     @functools.wraps(command)
     def wrapper(**kwargs: Any) -> Any:
         values = {name: kwargs.pop(name) for name in flags}
-        return command(**build(values), **kwargs)
+        built = {k: v for k, v in build(values).items() if k in takes}  # ``flags`` only where it is asked for
+        return command(**built, **kwargs)
 
     # ``last``: after the command's own flags in --help (the transport flags come after what is asked).
     order = [*own, *added] if last else [*added, *own]
@@ -296,7 +299,9 @@ def _adding(
     return wrapper
 
 
-_BUILT = {"scenario", "transport"}  # what the decorators hand a command, not flags of its own
+# What the decorators hand a command, not flags of its own: ``flags`` is the scenario flags as typed, for a
+# command that shows them (a sweep's rows, a replication's ``ctsim run`` line).
+_BUILT = {"scenario", "transport", "flags"}
 
 
 def scenario_options(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -307,9 +312,11 @@ def scenario_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """
 
     def build(values: dict[str, Any]) -> dict[str, Any]:
-        from ctsim.scenario import resolve
+        from ctsim.inputs.given import FLAG_DEFAULTS
+        from ctsim.inputs.scenario import resolve_flags
 
-        return {"scenario": resolve(**values)}
+        flags = {name: values[name] for name in FLAG_DEFAULTS}  # in Given's order, as a sweep's rows show them
+        return {"scenario": resolve_flags(**flags), "flags": flags}
 
     return _adding(command, SCENARIO_FLAGS, build)
 
@@ -318,15 +325,18 @@ def live_scenario_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """The scenario flags and ``--from-prometheus``: a live node's series fill what the user did not give."""
 
     def build(values: dict[str, Any]) -> dict[str, Any]:
-        from ctsim.scenario import resolve
+        from ctsim.inputs.given import FLAG_DEFAULTS, parse_given
+        from ctsim.inputs.scenario import resolve
 
-        flags = {name: values[name] for name in SCENARIO_FLAGS}
+        flags = {name: values[name] for name in FLAG_DEFAULTS}
+        given = parse_given(**flags)
         url, node = values["from_prometheus"], values["node"]
         if url is None and node is None:
-            return {"scenario": resolve(**flags)}
+            return {"scenario": resolve(given), "flags": flags}
         from ctsim.fleet.live import from_prometheus
 
-        return {"scenario": from_prometheus(flags, url, node, values["node_label"], transport(values))}
+        scenario, shown = from_prometheus(given, url, node, values["node_label"], transport(values))
+        return {"scenario": scenario, "flags": {**flags, **shown}}
 
     return _adding(command, {**SCENARIO_FLAGS, **LIVE_FLAGS, **PROMETHEUS_FLAGS}, build)
 

@@ -1,25 +1,15 @@
-"""Bad input reaches the user as one line and exit code 2, never a traceback."""
+"""How a typer command is run: every input error becomes one line and exit code 2, never a traceback.
+
+Shared by ``ctsim`` and ``ctwatch``: it imports typer only when a command runs.
+"""
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
-from typing import Any, NoReturn, TypeVar
+from typing import Any, NoReturn
 
-T = TypeVar("T")
-
-
-class InputError(ValueError):
-    """Bad user input: the message is shown as is, never with a traceback."""
-
-
-def pick(table: Mapping[str, T], name: str, flag: str, what: str) -> T:
-    """``table[name]``, or one line naming the choices."""
-    try:
-        return table[name]
-    except KeyError:
-        raise InputError(f"{flag}: unknown {what} {name!r} (known: {', '.join(table)})") from None
+from ctsim.core.errors import InputError
 
 
 def fail(prog: str, message: str, code: int = 2) -> NoReturn:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import re
 
-from ctsim.errors import InputError
+from ctsim.core.errors import InputError
 
 _SUFFIXES: dict[str, int] = {
     "": 1,

@@ -1,0 +1,184 @@
+"""What the user gave for one run, parsed once: the only place a flag's text becomes a number.
+
+``parse_given`` takes the flags as typed (``"16M"``, ``"90s"``, ``"auto"``)
+and returns a frozen ``Given``: numbers, schedules and Enums, ``None`` where
+the user gave nothing (a preset or a default fills it in ``resolve``).
+Everything below the command line works on a ``Given``: ``plan``, the
+mitigations, sweeps, replications and the fleet derive variants of a node
+with ``dataclasses.replace`` on its numbers, never by formatting them into
+flags to be parsed again.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+
+from ctsim.core.calibration import Calibration
+from ctsim.core.errors import InputError
+from ctsim.core.profiles import get_profile
+from ctsim.core.quantity import parse_count, parse_duration, parse_float
+from ctsim.inputs.churn import ChurnSchedule, parse_churn
+from ctsim.inputs.presets import get_preset
+
+# Ceilings: what a run may ask for (docs/model.md, "Limits"). Beyond them a
+# run would take minutes to hours or the numbers stop meaning anything.
+MAX_PODS = 100_000  # a 1 h collapse costs ~1.2 ms of CPU per pod: ~2 min and ~570 MB at the ceiling
+MAX_HORIZON = 400 * 86400.0
+MAX_CORES = 4096
+MAX_NODE_MEMORY = 2**50  # 1 PiB
+MAX_WALK_RATE = 10**10
+MIN_GC_INTERVAL = 1.0  # seconds; a GC loop faster than that would only spin
+MAX_DEADLINE = 86400.0
+MAX_REGENERATION = 3600.0
+MAX_SEED = 2**63 - 1
+
+
+class AgentState(enum.StrEnum):
+    WARM = "warm"  # up for days: the limiter's skip-initial requests spent, the GC interval drifted
+    FRESH = "fresh"  # just (re)started
+
+
+@dataclass(frozen=True)
+class Given:
+    """One run's inputs as the user gave them, parsed; ``None``: not given (the preset's or a default)."""
+
+    preset: str | None = None
+    profile: str = "cilium-1.16"
+    entries: int | None = None
+    any_entries: int | None = None
+    max_entries: int | None = None
+    expired_fraction: float | None = None
+    agent_state: AgentState = AgentState.WARM
+    ipv6_entries: int | None = None
+    ipv6_any_entries: int | None = None
+    ipv6_max_entries: int | None = None
+    pods: int = 50
+    rate: float | None = None
+    churn: ChurnSchedule | None = None
+    any_churn: ChurnSchedule | None = None
+    ipv6_churn: ChurnSchedule | None = None
+    ipv6_any_churn: ChurnSchedule | None = None
+    conn_duration: float | None = None
+    deadline: float | None = None
+    gc_interval: float = 0.0  # conntrack-gc-interval; 0: auto (adaptive)
+    gc_initial_interval: float | None = None
+    gc_next_pass: float | None = None
+    gc_max_interval: float | None = None
+    regeneration: float | None = None
+    cores: int | None = None
+    node_memory: int | None = None
+    map_ratio: float | None = None  # 0: given as 0, dynamic sizing off
+    horizon: float | None = None  # None: until the burst is resolved
+    seed: int = 1
+    calibration: Calibration | None = None
+    # Where an input came from when not from the user's flags: (input, origin), e.g. a live series.
+    sources: tuple[tuple[str, str], ...] = ()
+
+    def source(self, name: str) -> str | None:
+        for key, origin in self.sources:
+            if key == name:
+                return origin
+        return None
+
+
+def _count(flag: str, **bounds: int) -> Callable[[str], int]:
+    return lambda text: parse_count(text, flag, **bounds)
+
+
+def _duration(flag: str, **bounds: float | bool) -> Callable[[str], float]:
+    return lambda text: parse_duration(text, flag, **bounds)  # type: ignore[arg-type]
+
+
+def _gc_interval(text: str) -> float:
+    if text.strip() == "auto":
+        return 0.0
+    return parse_duration(text, "--gc-interval", minimum=MIN_GC_INTERVAL, maximum=MAX_HORIZON)
+
+
+def _agent_state(text: str) -> AgentState:
+    try:
+        return AgentState(text)
+    except ValueError:
+        raise InputError(f"--agent-state: must be warm or fresh, got {text!r}") from None
+
+
+def _preset(text: str) -> str:
+    return get_preset(text).name
+
+
+def _profile(text: str) -> str:
+    return get_profile(text).name
+
+
+def _calibration(text: str) -> Calibration:
+    from ctsim.core.calibration import load
+
+    return load(text)
+
+
+def _churn(flag: str) -> Callable[[str], ChurnSchedule]:
+    return lambda text: parse_churn(text, flag)
+
+
+_GC = {"minimum": MIN_GC_INTERVAL, "maximum": MAX_HORIZON}
+# Each flag's parser, in the order a run checks them: of several bad flags, the first here is the one named.
+PARSERS: dict[str, Callable[[str], object]] = {
+    "preset": _preset,
+    "profile": _profile,
+    "pods": _count("--pods", minimum=1, maximum=MAX_PODS),
+    "cores": _count("--cores", minimum=1, maximum=MAX_CORES),
+    "seed": _count("--seed", maximum=MAX_SEED),
+    "entries": _count("--entries"),
+    "any_entries": _count("--any-entries"),
+    "node_memory": _count("--node-memory", minimum=1, maximum=MAX_NODE_MEMORY),
+    "map_ratio": lambda text: parse_float(text, "--map-ratio", low=0.0, high=1.0),
+    "max_entries": _count("--max-entries", minimum=1),
+    "ipv6_entries": _count("--ipv6-entries"),
+    "ipv6_any_entries": _count("--ipv6-any-entries"),
+    "ipv6_max_entries": _count("--ipv6-max-entries", minimum=1),
+    "agent_state": _agent_state,
+    "expired_fraction": lambda text: parse_float(text, "--expired-fraction", low=0.0, high=1.0),
+    "calibration": _calibration,
+    "rate": lambda text: float(parse_count(text, "--rate", minimum=1, maximum=MAX_WALK_RATE)),
+    "churn": _churn("--churn"),
+    "any_churn": _churn("--any-churn"),
+    "ipv6_churn": _churn("--ipv6-churn"),
+    "ipv6_any_churn": _churn("--ipv6-any-churn"),
+    "conn_duration": _duration("--conn-duration", maximum=MAX_HORIZON),
+    "deadline": _duration("--deadline", minimum=1.0, maximum=MAX_DEADLINE),
+    "horizon": _duration("--horizon", maximum=MAX_HORIZON),
+    "regeneration": _duration("--regeneration-time", allow_zero=True, maximum=MAX_REGENERATION),
+    "gc_max_interval": _duration("--gc-max-interval", **_GC),
+    "gc_interval": _gc_interval,
+    "gc_initial_interval": _duration("--gc-initial-interval", **_GC),
+    "gc_next_pass": _duration("--gc-next-pass", allow_zero=True, maximum=MAX_HORIZON),
+}
+# Every flag, in Given's order, with its default as the command line declares it (None: not given).
+FLAG_DEFAULTS: dict[str, object] = {f.name: None for f in fields(Given) if f.name != "sources"} | {
+    "profile": "cilium-1.16",
+    "agent_state": "warm",
+    "pods": "50",
+    "gc_interval": "auto",
+    "seed": 1,
+}
+assert set(PARSERS) == set(FLAG_DEFAULTS)
+
+
+def parse_value(name: str, text: object) -> object:
+    """One flag's value as typed (a str; an int for --seed) -> what ``Given`` holds."""
+    if name == "seed" and isinstance(text, int) and not isinstance(text, bool):
+        return parse_count(text, "--seed", maximum=MAX_SEED)
+    if not isinstance(text, str):
+        raise InputError(f"--{name.replace('_', '-')}: expected text, got {text!r}")
+    return PARSERS[name](text)
+
+
+def parse_given(**flags: object) -> Given:
+    """The flags as typed (``None``: not given) -> a ``Given``; raises InputError naming the first bad flag."""
+    unknown = set(flags) - set(PARSERS)
+    if unknown:
+        raise InputError(f"unknown scenario flag(s): {', '.join(sorted(unknown))}")
+    values = {name: parse_value(name, flags[name]) for name in PARSERS if flags.get(name) is not None}
+    return Given(**values)  # type: ignore[arg-type]
