@@ -8,9 +8,10 @@ model on the same node, for at most ``HORIZON``, with what it costs.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from ctsim.core.floats import left_sum
+from ctsim.core.profiles import get_profile
 from ctsim.core.quantity import format_duration
 from ctsim.inputs.scenario import Scenario, resolve
 from ctsim.sim.model import simulate
@@ -24,10 +25,12 @@ MAX_INTERVAL = 3600.0  # the conntrack-gc-max-interval offered
 class Mitigation:
     """One setting, what the model says it does to this run's burst, and its cost."""
 
-    __slots__ = ("action", "cost", "flag", "result")
+    __slots__ = ("action", "argv", "cost", "flag", "result")
 
-    def __init__(self, flag: str, action: str, result: Result, cost: str) -> None:
+    def __init__(self, flag: str, action: str, result: Result, cost: str, argv: list[str]) -> None:
         self.flag, self.action, self.result, self.cost = flag, action, result, cost
+        # The flags that, added after the run's own, make ``ctsim run`` play this mitigation: its figures exactly.
+        self.argv = [*argv, "--horizon", HORIZON]
 
     @property
     def resolved_at(self) -> float | None:
@@ -38,6 +41,7 @@ class Mitigation:
         r = self.result
         return {
             "flag": self.flag,
+            "argv": self.argv,
             "action": self.action,
             "verdict": r.verdict,
             "all_ready_s": r.recovered_at,
@@ -59,54 +63,71 @@ def _gc_cost(r: Result) -> str:
     return f"GC: a first pass of {format_duration(first.end - first.start)}, then {share:.1%} of one core"
 
 
-def _candidates(s: Scenario) -> list[tuple[str, str, dict[str, Any]]]:
-    """(flag, what it means, the inputs it changes), for the settings this run does not already use."""
-    out: list[tuple[str, str, dict[str, Any]]] = []
+class _Candidate(NamedTuple):
+    flag: str  # as the advice names it
+    action: str  # what it means, and what it assumes
+    change: dict[str, Any]  # the Given's inputs it replaces
+    argv: list[str]  # the same as flags: what ``ctsim run`` needs added to play it
+
+
+def _candidates(s: Scenario) -> list[_Candidate]:
+    """The settings this run does not already use, each with what it assumes."""
+    out: list[_Candidate] = []
+    told = s.given.gc_next_pass is not None  # a next pass the user gave: each GC mitigation sets its own
     if not s.gc_interval or s.gc_interval > 60:
         out.append(
-            (
+            _Candidate(
                 "--gc-interval 60s",
                 "set conntrack-gc-interval to 60s (the agent restarts: a pass now)",
-                {"gc_interval": 60.0},
+                {"gc_interval": 60.0, **({"gc_next_pass": 0.0} if told else {})},
+                ["--gc-interval", "60s", *(["--gc-next-pass", "0"] if told else [])],
             )
         )
     adaptive = not s.gc_interval
     if adaptive and (not s.gc_max_interval or s.gc_max_interval > MAX_INTERVAL) and s.gc_first_pass > MAX_INTERVAL:
+        # A warm agent's next pass is mid-cycle: half the 1h it now sleeps.
         out.append(
-            (
+            _Candidate(
                 "--gc-max-interval 1h",
                 "set conntrack-gc-max-interval to 1h: passes at most 1h apart, so the next one comes on average "
                 "30m after the burst (on the table as given: `ctsim plan` shows the smaller steady table it leads to)",
-                {"gc_max_interval": MAX_INTERVAL, "gc_next_pass": MAX_INTERVAL / 2},
+                {"gc_max_interval": MAX_INTERVAL, **({"gc_next_pass": MAX_INTERVAL / 2} if told else {})},
+                ["--gc-max-interval", "1h", *(["--gc-next-pass", "30m"] if told else [])],
             )
         )
-    if s.profile in ("cilium-1.16", "cilium-1.17") and s.given.rate is None:  # --rate fixes every walk
-        out.append(("--profile cilium-1.18", "upgrade to Cilium 1.18 (batched walks)", {"profile": "cilium-1.18"}))
+    upgrade = get_profile(s.profile).upgrade
+    if upgrade and s.given.rate is None:  # --rate fixes every walk
+        to = get_profile(upgrade)
+        action = f"upgrade to Cilium {to.release} (batched walks)"
+        out.append(_Candidate(f"--profile {to.name}", action, {"profile": to.name}, ["--profile", to.name]))
     return out
 
 
 def simulate_mitigations(s: Scenario) -> list[Mitigation]:
     """Each mitigation this run does not use, simulated for ``HORIZON``; soonest resolved first."""
     found = []
-    for flag, action, change in _candidates(s):
+    for c in _candidates(s):
         # Until resolved, as the run itself, but for at most HORIZON.
-        mitigated = replace(resolve(replace(s.given, **change, horizon=None)), horizon=HORIZON_S)
+        mitigated = replace(resolve(replace(s.given, **c.change, horizon=None)), horizon=HORIZON_S)
         r = simulate(mitigated)
-        cost = "an upgrade" if "profile" in change else _gc_cost(r)
-        if "profile" in change:
-            action = f"{action}; walk rate {r.scenario.rate_source}"
-        found.append(Mitigation(flag, action, r, cost))
+        upgrade = "profile" in c.change
+        cost = "an upgrade" if upgrade else _gc_cost(r)
+        action = f"{c.action}; walk rate {r.scenario.rate_source}" if upgrade else c.action
+        found.append(Mitigation(c.flag, action, r, cost, c.argv))
     found.sort(key=lambda m: (m.resolved_at is None, m.resolved_at or 0.0))
     return found
 
 
 def describe(m: Mitigation, named: bool = True) -> str:
-    """``--gc-interval 60s: all 50 Ready by 3m10s (GC walks 2.1 % …)``: one mitigation, one clause."""
+    """``--gc-interval 60s: all 50 Ready by 3m10s, degraded (GC walks 2.1 % …)``: one mitigation, one clause.
+
+    Its verdict is said: a mitigation whose burst still collapses first is not hidden behind "all Ready".
+    """
     r = m.result
     n = len(r.pods)
     if m.resolved_at is None:
         what = f"{r.pods_ready}/{n} Ready after {HORIZON}"
     else:
         what = f"all {n} Ready by {format_duration(m.resolved_at)}"
-    ok = " at the first attempt" if r.verdict == Verdict.OK else ""
-    return f"{m.flag + ': ' if named else ''}{what}{ok} ({m.cost})"
+    how = " at the first attempt, ok" if r.verdict == Verdict.OK else f", {r.verdict}"
+    return f"{m.flag + ': ' if named else ''}{what}{how} ({m.cost})"

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ctsim.core.defaults import CONNTRACK_GC_MAX_LRU_INTERVAL, CONNTRACK_GC_STARTING_INTERVAL
+from ctsim.core.profiles import DEFAULT_PROFILE, get_profile
 from ctsim.core.projection import FamilyWalk, max_entries_for_burst, safe_burst, scrub_seconds
 from ctsim.core.quantity import format_duration, parse_count, parse_duration
 from ctsim.core.sizing import CTMapSizes
@@ -55,7 +56,7 @@ def parse_facts(
     map_ratio: str = "0.0025",
     max_entries: str | None = None,
     cores: str = "16",
-    profile: str = "cilium-1.16",
+    profile: str = DEFAULT_PROFILE,
     churn: str = "30/s",
     any_churn: str | None = None,
     ipv6_churn: str | None = None,
@@ -254,12 +255,13 @@ def plan(facts: Facts) -> dict[str, Any]:
                 "outcome": outcome(capped_burst),
             }
         )
-    if base.profile in ("cilium-1.16", "cilium-1.17"):
-        batched = burst_at(facts, adaptive, profile="cilium-1.18")
+    upgrade = get_profile(base.profile).upgrade
+    if upgrade:
+        batched = burst_at(facts, adaptive, profile=upgrade)
         recommendations.append(
             {
                 "action": "upgrade to a batched-walk release (Cilium >= 1.18)",
-                "flag": "--profile cilium-1.18",
+                "flag": f"--profile {upgrade}",
                 "peak_entries": adaptive.peak_entries,
                 "outcome": outcome(batched),
             }

@@ -13,6 +13,8 @@ from ctsim.cli.command import run_cli
 from ctsim.cli.options import Str, live_scenario_options, prometheus_options, scenario_options
 from ctsim.core.errors import InputError
 from ctsim.core.files import check_distinct, check_writable, write_atomic
+from ctsim.core.profiles import DEFAULT_PROFILE
+from ctsim.core.profiles import choices as profile_choices
 
 if TYPE_CHECKING:
     from ctsim.fleet.prometheus import Transport
@@ -84,6 +86,7 @@ def run(
 ) -> None:
     """Simulate a burst of pods on a node whose CT maps hold ENTRIES entries."""
     from ctsim.sim.model import Model
+    from ctsim.sim.result import Verdict
 
     if plot is not None:
         _check_plot(plot, "--plot")
@@ -95,7 +98,7 @@ def run(
 
         drift_of(model, result, plot, title=f"{scenario.preset}: {scenario.churn.describe()} churn")
     mitigations = []
-    if result.verdict != "ok":
+    if result.verdict != Verdict.OK:
         from ctsim.capacity.mitigations import simulate_mitigations
 
         mitigations = simulate_mitigations(scenario)
@@ -295,9 +298,7 @@ def plan(
         Str, typer.Option(metavar="COUNT", help="bpf-ct-global-tcp-max, if set (overrides sizing).")
     ] = None,
     cores: Annotated[str, typer.Option(metavar="COUNT", help="Node cores.")] = "16",
-    profile: Annotated[
-        str, typer.Option(metavar="NAME", help="cilium-1.16, cilium-1.17 (per-entry walks) or cilium-1.18 (batched).")
-    ] = "cilium-1.16",
+    profile: Annotated[str, typer.Option(metavar="NAME", help=f"{profile_choices()}.")] = DEFAULT_PROFILE,
     churn: Annotated[
         str, typer.Option(metavar="RATE", help="New connections: 30/s, 50000/min, or a schedule.")
     ] = "30/s",
@@ -410,10 +411,8 @@ def fleet(
     ] = None,
     profile: Annotated[
         str,
-        typer.Option(
-            metavar="NAME", help="The walk where ctwatch measured none: cilium-1.16, cilium-1.17 or cilium-1.18."
-        ),
-    ] = "cilium-1.16",
+        typer.Option(metavar="NAME", help=f"The walk where ctwatch measured none: {profile_choices()}."),
+    ] = DEFAULT_PROFILE,
     rate: Annotated[Str, typer.Option(metavar="ENTRIES/S", help="Walk rate where ctwatch measured none.")] = None,
     calibration: Annotated[
         Str, typer.Option(metavar="FILE", help="Walk rates from `ctsim calibrate`, where ctwatch measured none.")

@@ -1,12 +1,18 @@
-"""How a typer command is run: every input error becomes one line and exit code 2, never a traceback.
+"""How a typer command is run and given flags, for ``ctsim`` and ``ctwatch`` alike.
 
-Shared by ``ctsim`` and ``ctwatch``: it imports typer only when a command runs.
+``run_cli``: every input error becomes one line and exit code 2, never a
+traceback (typer is imported only when a command runs). ``with_flags``: a
+group of flags declared once, appended to any command that takes it.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import os
 import sys
+import typing
+from collections.abc import Callable, Collection
 from typing import Any, NoReturn
 
 from ctsim.core.errors import InputError
@@ -50,3 +56,44 @@ def run_cli(app: Any, prog: str) -> NoReturn:
     if rv == 130:  # typer returns Ctrl-C as exit code 130 when not standalone
         interrupted(prog)
     sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def with_flags(
+    command: Callable[..., Any],
+    flags: dict[str, tuple[Any, Any]],
+    build: Callable[[dict[str, Any]], dict[str, Any]],
+    provides: Collection[str],
+    last: bool = False,
+    localns: dict[str, Any] | None = None,
+) -> Callable[..., Any]:
+    """``command`` with ``flags`` (name -> (annotation, default)) appended, as typer reads a signature.
+
+    ``build`` turns the flags' values into arguments the command takes instead
+    (of ``provides``: each one the command declares is handed to it, the
+    others dropped); ``last`` puts the flags after the command's own in --help.
+    """
+    hints = typing.get_type_hints(command, localns=localns, include_extras=True)
+    takes = set(inspect.signature(command).parameters)
+    own = [
+        p.replace(kind=inspect.Parameter.KEYWORD_ONLY, annotation=hints[p.name])
+        for p in inspect.signature(command).parameters.values()
+        if p.name not in provides
+    ]
+    added = [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
+        for name, (annotation, default) in flags.items()
+    ]
+
+    @functools.wraps(command)
+    def wrapper(**kwargs: Any) -> Any:
+        values = {name: kwargs.pop(name) for name in flags}
+        built = {k: v for k, v in build(values).items() if k in takes}
+        return command(**built, **kwargs)
+
+    order = [*own, *added] if last else [*added, *own]
+    wrapper.__signature__ = inspect.Signature(order)  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {
+        **{p.name: p.annotation for p in own},
+        **{name: annotation for name, (annotation, _) in flags.items()},
+    }
+    return wrapper

@@ -7,7 +7,7 @@ import io
 import math
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ctsim.core.errors import InputError
 from ctsim.core.quantity import format_count, format_duration, parse_float
@@ -18,15 +18,6 @@ if TYPE_CHECKING:
     from ctsim.fleet.prometheus import Transport
 
 _LEVEL_STYLE = {"critical": "bold red", "warning": "bold yellow", "ok": "green", "unknown": "dim"}
-
-# CSV columns: one row per node, flat, in rank order.
-CSV_COLUMNS = (
-    "rank", "node", "level", "sources", "entries", "max_entries", "walk_seconds_ipv4", "walk_seconds_ipv6",
-    "scrub_seconds", "pods", "pods_source", "burst_seconds", "deadline_seconds", "deadline_ratio", "safe_burst",
-    "growth_per_hour", "seconds_until_deadline", "gc_interval_seconds", "walk_rate_source",
-    "observed_gc_seconds_ipv4", "observed_ct_clean_seconds", "simulated_verdict", "simulated_recovered_at_s",
-    "flags", "unknown",
-)  # fmt: skip
 
 
 def _total(r: NodeRisk, key: str) -> int | None:
@@ -46,14 +37,112 @@ def _rate_sources(r: NodeRisk) -> str:
     return "; ".join(sorted({v["source"] for v in r.walk_rate.values()}))
 
 
-def _short(source: str) -> str:
-    """A walk rate's source in a table cell: ctwatch (measured), --rate, calibration, or the profile."""
-    if source.startswith("ctwatch_"):
-        label = source.partition('source="')[2].rstrip('"}')
-        return f"ctwatch ({label})" if label else "ctwatch"
-    if source.startswith("--calibration"):
-        return "calibration"
-    return source.removeprefix("profile ")
+def _dash(value: object, show: Callable[[Any], str] = str) -> str:
+    return "—" if value is None else show(value)
+
+
+def _verdict(r: NodeRisk) -> str:
+    sim = r.simulated or {}
+    verdict = sim.get("verdict", "")
+    if "replications" in sim:
+        count = sim["replications"]["summary"]["verdicts"][verdict]["count"]
+        verdict = f"{verdict} {count}/{len(sim['replications']['seeds'])}"
+    return verdict
+
+
+class Column(NamedTuple):
+    """One figure of a node's row: its CSV name and value, its table header and cell (None: not there)."""
+
+    csv: str | None
+    value: Callable[[int, NodeRisk], Any] | None
+    header: str | None = None
+    cell: Callable[[int, NodeRisk], str] | None = None
+    simulated: bool = False  # in the table only when some row was simulated
+
+
+def _sim(key: str) -> Callable[[int, NodeRisk], Any]:
+    return lambda i, r: (r.simulated or {}).get(key)
+
+
+# Every column of a row, in order: a new figure is one entry here (its JSON key is NodeRisk's field).
+COLUMNS: tuple[Column, ...] = (
+    Column("rank", lambda i, r: i, "#", lambda i, r: str(i)),
+    Column("node", lambda i, r: r.node, "node", lambda i, r: r.node),
+    Column("level", lambda i, r: r.level, "level", lambda i, r: r.level),
+    Column("sources", lambda i, r: " ".join(r.sources)),
+    Column(
+        "entries", lambda i, r: _total(r, "entries"), "entries", lambda i, r: _dash(_total(r, "entries"), format_count)
+    ),
+    Column(
+        "max_entries",
+        lambda i, r: _total(r, "max_entries"),
+        "of",
+        lambda i, r: _dash(_total(r, "max_entries"), format_count),
+    ),
+    Column("walk_seconds_ipv4", lambda i, r: r.walk_seconds.get("ipv4")),
+    Column("walk_seconds_ipv6", lambda i, r: r.walk_seconds.get("ipv6")),
+    Column(
+        "scrub_seconds", lambda i, r: r.scrub_seconds, "walk s", lambda i, r: _dash(r.scrub_seconds, "{:.1f}".format)
+    ),
+    Column("pods", lambda i, r: r.pods),
+    Column("pods_source", lambda i, r: r.pods_source),
+    Column(
+        "burst_seconds",
+        lambda i, r: r.burst_seconds,
+        "burst s",
+        lambda i, r: _dash(r.burst_seconds, lambda b: f"{b:.0f} ({r.pods} pods)"),
+    ),
+    Column("deadline_seconds", lambda i, r: r.deadline),
+    Column(
+        "deadline_ratio",
+        lambda i, r: r.deadline_ratio,
+        "of deadline",
+        lambda i, r: _dash(r.deadline_ratio, lambda x: f"{x:.0%} of {r.deadline:g}s"),
+    ),
+    Column(
+        "safe_burst",
+        lambda i, r: r.safe_burst,
+        "safe burst",
+        lambda i, r: "—" if not r.known else "any" if r.safe_burst is None else str(r.safe_burst),
+    ),
+    Column(
+        "growth_per_hour",
+        lambda i, r: r.growth_per_hour,
+        "growth/h",
+        lambda i, r: _dash(r.growth_per_hour, "{:+,.0f}".format),
+    ),
+    Column(
+        "seconds_until_deadline",
+        lambda i, r: "inf" if r.seconds_until_deadline == math.inf else r.seconds_until_deadline,
+        "to deadline",
+        lambda i, r: _eta(r.seconds_until_deadline),
+    ),
+    Column(
+        "gc_interval_seconds",
+        lambda i, r: r.gc_interval,
+        "GC interval",
+        lambda i, r: _dash(r.gc_interval, format_duration),
+    ),
+    Column(
+        "walk_rate_source",
+        lambda i, r: _rate_sources(r),
+        "rate from",
+        lambda i, r: "; ".join(sorted({v["short"] for v in r.walk_rate.values()})) or "—",
+    ),
+    Column("observed_gc_seconds_ipv4", lambda i, r: r.observed_gc_seconds.get("ipv4")),
+    Column("observed_ct_clean_seconds", lambda i, r: r.observed_ct_clean_seconds),
+    Column("simulated_verdict", _sim("verdict"), "simulated", lambda i, r: _verdict(r), simulated=True),
+    Column(
+        "simulated_recovered_at_s",
+        _sim("recovered_at_s"),
+        "all Ready",
+        lambda i, r: "" if (at := _sim("recovered_at_s")(i, r)) is None else format_duration(at),
+        simulated=True,
+    ),
+    Column("flags", lambda i, r: " | ".join(r.flags)),
+    Column("unknown", lambda i, r: " | ".join(r.unknown), "notes", lambda i, r: "; ".join(r.unknown + r.flags)),
+)
+CSV_COLUMNS = tuple(c.csv for c in COLUMNS if c.csv)
 
 
 def csv_text(rows: list[NodeRisk]) -> str:
@@ -61,17 +150,7 @@ def csv_text(rows: list[NodeRisk]) -> str:
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
     for i, r in enumerate(rows, 1):
-        sim = r.simulated or {}
-        writer.writerow(
-            [
-                i, r.node, r.level, " ".join(r.sources), _total(r, "entries"), _total(r, "max_entries"),
-                r.walk_seconds.get("ipv4"), r.walk_seconds.get("ipv6"), r.scrub_seconds, r.pods, r.pods_source,
-                r.burst_seconds, r.deadline, r.deadline_ratio, r.safe_burst, r.growth_per_hour,
-                "inf" if r.seconds_until_deadline == math.inf else r.seconds_until_deadline,
-                r.gc_interval, _rate_sources(r), r.observed_gc_seconds.get("ipv4"), r.observed_ct_clean_seconds,
-                sim.get("verdict"), sim.get("recovered_at_s"), " | ".join(r.flags), " | ".join(r.unknown),
-            ]
-        )  # fmt: skip
+        writer.writerow([c.value(i, r) for c in COLUMNS if c.csv and c.value])
     return out.getvalue()
 
 
@@ -98,39 +177,11 @@ def render(rows: list[NodeRisk], read: FleetRead, url: str, limit: int | None = 
 
     console = plain_console()
     simulated = any(r.simulated for r in rows)
-    table = Table(
-        "#", "node", "level", "entries", "of", "walk s", "burst s", "of deadline", "safe burst",
-        "growth/h", "to deadline", "GC interval", "rate from",
-        *(("simulated", "all Ready") if simulated else ()), "notes",
-    )  # fmt: skip
+    columns = [c for c in COLUMNS if c.header and c.cell and (simulated or not c.simulated)]
+    table = Table(*(c.header for c in columns))
     shown = rows if limit is None else rows[:limit]
     for i, r in enumerate(shown, 1):
-        entries, cap = _total(r, "entries"), _total(r, "max_entries")
-        sim = r.simulated or {}
-        recovered = sim.get("recovered_at_s")
-        cells = [
-            str(i),
-            r.node,
-            r.level,
-            "—" if entries is None else format_count(entries),
-            "—" if cap is None else format_count(cap),
-            "—" if r.scrub_seconds is None else f"{r.scrub_seconds:.1f}",
-            "—" if r.burst_seconds is None else f"{r.burst_seconds:.0f} ({r.pods} pods)",
-            "—" if r.deadline_ratio is None else f"{r.deadline_ratio:.0%} of {r.deadline:g}s",
-            "—" if not r.known else "any" if r.safe_burst is None else str(r.safe_burst),
-            "—" if r.growth_per_hour is None else f"{r.growth_per_hour:+,.0f}",
-            _eta(r.seconds_until_deadline),
-            "—" if r.gc_interval is None else format_duration(r.gc_interval),
-            "; ".join(sorted({_short(v["source"]) for v in r.walk_rate.values()})) or "—",
-        ]
-        if simulated:
-            verdict = sim.get("verdict", "")
-            if "replications" in sim:
-                count = sim["replications"]["summary"]["verdicts"][verdict]["count"]
-                verdict = f"{verdict} {count}/{len(sim['replications']['seeds'])}"
-            cells += [verdict, "" if recovered is None else format_duration(recovered)]
-        cells.append("; ".join(r.unknown + r.flags))
-        table.add_row(*cells, style=_LEVEL_STYLE.get(r.level, ""))
+        table.add_row(*(c.cell(i, r) for c in columns if c.cell), style=_LEVEL_STYLE.get(r.level, ""))
     console.print(table)
     levels = {lv: sum(r.level == lv for r in rows) for lv in ("critical", "warning", "ok", "unknown")}
     counts = ", ".join(f"{n} {lv}" for lv, n in levels.items() if n)
@@ -150,7 +201,7 @@ def _assumptions(
     map_ratio: str | None,
 ) -> Assumptions:
     """The fleet-wide inputs, checked before any query."""
-    from ctsim.core.calibration import load
+    from ctsim.core.calibration import load, walk_rate
     from ctsim.core.defaults import DEFAULT_DYNAMIC_SIZE_RATIO, LIMIT_TABLE_MAX
     from ctsim.core.profiles import get_profile
     from ctsim.core.quantity import format_bytes, parse_count, parse_float
@@ -159,16 +210,10 @@ def _assumptions(
 
     prof = get_profile(profile)
     a = Assumptions(profile=prof, pods=parse_count(pods, "--pods", minimum=1, maximum=MAX_PODS) if pods else None)
-    if rate is not None and calibration is not None:
-        raise InputError("--rate and --calibration: give one walk rate")
-    if rate is not None:
-        a = replace(a, rate=float(parse_count(rate, "--rate", minimum=1, maximum=MAX_WALK_RATE)), rate_source="--rate")
-    elif calibration is not None:
-        cal = load(calibration)
-        bucket = (
-            cal.batch_bucket_seconds if prof.walk == "batched" and cal.batch_bucket_seconds else prof.bucket_seconds
-        )
-        a = replace(a, rate=cal.walk_rate(prof.walk), rate_source=f"--calibration {calibration}", bucket_seconds=bucket)
+    if rate is not None or calibration is not None:  # run's rule: --rate wins, else the calibration's
+        given = float(parse_count(rate, "--rate", minimum=1, maximum=MAX_WALK_RATE)) if rate is not None else None
+        w = walk_rate(prof, given, load(calibration) if calibration is not None else None)
+        a = replace(a, rate=w.entries_per_s, rate_source=w.source, rate_short=w.short, bucket_seconds=w.bucket_seconds)
     if max_entries is not None and (node_memory is not None or map_ratio is not None):
         raise InputError("--max-entries and --node-memory/--map-ratio: give one way to size the maps")
     if max_entries is not None:

@@ -7,14 +7,13 @@ the command one ``Scenario``, resolved (and validated) by ``ctsim.inputs.scenari
 
 from __future__ import annotations
 
-import functools
-import inspect
-import typing
 from collections.abc import Callable
 from typing import Annotated, Any, Optional
 
 import typer
 
+from ctsim.cli.command import with_flags
+from ctsim.core.profiles import DEFAULT_PROFILE, choices
 from ctsim.core.quantity import format_bytes
 
 Str = Optional[str]  # noqa: UP045 - typer reads Optional at runtime
@@ -178,8 +177,8 @@ SCENARIO_FLAGS: dict[str, tuple[Any, Any]] = {
     "seed": (Annotated[int, _opt("Random seed: same seed, same result.", "INT")], 1),
     "preset": (Annotated[Str, _opt("analytics (the incident, default) or standard.", "NAME")], None),
     "profile": (
-        Annotated[str, _opt("cilium-1.16, cilium-1.17 (per-entry walks) or cilium-1.18 (batched).", "NAME")],
-        "cilium-1.16",
+        Annotated[str, _opt(f"{choices()}.", "NAME")],
+        DEFAULT_PROFILE,
     ),
     "calibration": (Annotated[Str, _opt("Walk rates from `ctsim calibrate --output FILE`.", "FILE")], None),
 }
@@ -263,45 +262,18 @@ def transport(values: dict[str, Any]) -> Any:
     )
 
 
+# What the decorators hand a command, not flags of its own: ``flags`` is the scenario flags as typed, for a
+# command that shows them (a sweep's rows, a replication's ``ctsim run`` line).
+_BUILT = frozenset({"scenario", "transport", "flags"})
+
+
 def _adding(
     command: Callable[..., Any],
     flags: dict[str, tuple[Any, Any]],
     build: Callable[[dict[str, Any]], dict[str, Any]],
     last: bool = False,
 ) -> Callable[..., Any]:
-    """``command`` with ``flags`` appended; ``build`` turns their values into the command's own arguments."""
-    hints = typing.get_type_hints(command, localns={"Scenario": object, "Transport": object}, include_extras=True)
-    own = [
-        p.replace(kind=inspect.Parameter.KEYWORD_ONLY, annotation=hints[p.name])
-        for p in inspect.signature(command).parameters.values()
-        if p.name not in _BUILT
-    ]
-    added = [
-        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
-        for name, (annotation, default) in flags.items()
-    ]
-
-    takes = set(inspect.signature(command).parameters)
-
-    @functools.wraps(command)
-    def wrapper(**kwargs: Any) -> Any:
-        values = {name: kwargs.pop(name) for name in flags}
-        built = {k: v for k, v in build(values).items() if k in takes}  # ``flags`` only where it is asked for
-        return command(**built, **kwargs)
-
-    # ``last``: after the command's own flags in --help (the transport flags come after what is asked).
-    order = [*own, *added] if last else [*added, *own]
-    wrapper.__signature__ = inspect.Signature(order)  # type: ignore[attr-defined]
-    wrapper.__annotations__ = {
-        **{p.name: p.annotation for p in own},
-        **{name: annotation for name, (annotation, _) in flags.items()},
-    }
-    return wrapper
-
-
-# What the decorators hand a command, not flags of its own: ``flags`` is the scenario flags as typed, for a
-# command that shows them (a sweep's rows, a replication's ``ctsim run`` line).
-_BUILT = {"scenario", "transport", "flags"}
+    return with_flags(command, flags, build, _BUILT, last=last, localns={"Scenario": object, "Transport": object})
 
 
 def scenario_options(command: Callable[..., Any]) -> Callable[..., Any]:

@@ -35,6 +35,8 @@ def _gc_line(r: Result) -> str:
         policy = "adaptive, no interval computed yet (the next one grows from 5m)"
     else:
         policy = f"adaptive, interval {format_duration(s.gc_initial_interval)}"
+        if s.gc_max_interval and s.gc_max_interval < s.gc_initial_interval:
+            policy += f" (passes at most {format_duration(s.gc_max_interval)} apart: conntrack-gc-max-interval)"
     first = "first pass now" if s.gc_first_pass == 0 else f"next pass in {format_duration(s.gc_first_pass)}"
     return f"{policy}, {first}"
 

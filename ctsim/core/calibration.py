@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from ctsim.core.errors import InputError
 from ctsim.core.files import read_text, write_atomic
+from ctsim.core.profiles import Profile
 
 FORMAT = "ctsim-calibration/1"
 
@@ -87,3 +88,37 @@ def load(path: str, flag: str = "--calibration") -> Calibration:
 def dump(doc: dict[str, Any], path: str) -> None:
     """Writes the file atomically (a reader never sees half of it)."""
     write_atomic(path, json.dumps({"format": FORMAT, **doc}, indent=2) + "\n")
+
+
+class WalkRate(NamedTuple):
+    """How fast a walk goes, and where that came from: the one rule run, plan and the fleet share."""
+
+    entries_per_s: float
+    source: str  # as the inputs block and a fleet row say it
+    short: str  # as a table cell says it: --rate, calibration, or the profile's name
+    delete_seconds: float
+    bucket_seconds: float  # a batched walk's cost per bucket of a map's capacity (0: per-entry walks)
+    note: str = ""  # what the user gave that this rule did not use
+
+
+def walk_rate(prof: Profile, rate: float | None, cal: Calibration | None) -> WalkRate:
+    """--rate, else the calibration's rate for the profile's walk, else the profile's published one.
+
+    A calibration also gives the delete cost, and a batched walk's bucket cost
+    when it measured one, whichever rate wins.
+    """
+    delete_s, bucket_s = prof.delete_seconds, prof.bucket_seconds
+    if cal is not None:
+        delete_s = cal.delete_seconds_per_entry
+        if prof.walk == "batched" and cal.batch_bucket_seconds is not None:
+            bucket_s = cal.batch_bucket_seconds
+    if rate is not None:
+        note = (
+            f"--calibration {cal.path}: its walk rate is not used, --rate gives every walk (its delete cost is used)"
+            if cal is not None
+            else ""
+        )
+        return WalkRate(rate, "--rate", "--rate", delete_s, bucket_s, note)
+    if cal is not None:
+        return WalkRate(cal.walk_rate(prof.walk), cal.describe(prof.walk), "calibration", delete_s, bucket_s)
+    return WalkRate(prof.walk_rate, prof.source, prof.name, delete_s, bucket_s)

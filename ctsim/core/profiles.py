@@ -40,6 +40,11 @@ class Profile(NamedTuple):
     delete_seconds: float  # one bpf_map_delete_elem per deleted entry
     source: str
     bucket_seconds: float = 0.0  # a batched walk's cost per bucket of the map's capacity
+    upgrade: str = ""  # the release with batched walks that run's advice and plan offer ("": none to offer)
+
+    @property
+    def release(self) -> str:
+        return self.name.removeprefix("cilium-")
 
 
 PROFILES: dict[str, Profile] = {
@@ -49,6 +54,7 @@ PROFILES: dict[str, Profile] = {
         walk_rate=PUBLISHED_ENTRIES_PER_S,
         delete_seconds=1.0 / PUBLISHED_SYSCALLS_PER_S,
         source="published: 426,000 syscalls/s, 2 per entry (incident write-up)",
+        upgrade="cilium-1.18",
     ),
     "cilium-1.17": Profile(
         name="cilium-1.17",
@@ -56,6 +62,7 @@ PROFILES: dict[str, Profile] = {
         walk_rate=PUBLISHED_ENTRIES_PER_S,
         delete_seconds=1.0 / PUBLISHED_SYSCALLS_PER_S,
         source="published: 426,000 syscalls/s, 2 per entry (1.17 still walks per entry)",
+        upgrade="cilium-1.18",
     ),
     "cilium-1.18": Profile(
         name="cilium-1.18",
@@ -69,6 +76,18 @@ PROFILES: dict[str, Profile] = {
         bucket_seconds=VM_BUCKET_SECONDS / NODE_OVER_VM,
     ),
 }
+
+
+DEFAULT_PROFILE = "cilium-1.16"
+
+
+def choices() -> str:
+    """Every profile and its walk, for --help: ``cilium-1.16, cilium-1.17 (per-entry walks) or ...``."""
+    by_walk: dict[str, list[str]] = {}
+    for p in PROFILES.values():
+        by_walk.setdefault(p.walk, []).append(p.name)
+    kinds = {"per-entry": "per-entry walks", "batched": "batched"}
+    return " or ".join(f"{', '.join(names)} ({kinds[walk]})" for walk, names in by_walk.items())
 
 
 def get_profile(name: str) -> Profile:

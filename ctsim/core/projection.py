@@ -16,21 +16,42 @@ family's whole walk. With one family, the last scrub ends at N·W₁.
 
 from __future__ import annotations
 
+import enum
 import math
 from collections.abc import Sequence
 from typing import NamedTuple
 
 from ctsim.core.floats import left_sum
 
-# The levels ctwatch and the fleet report: a burst projected past this share of the deadline.
-LEVELS = ("ok", "warning", "critical")
+
+class Level(enum.StrEnum):
+    """The level ctwatch and the fleet report: where a projected burst's end falls against the deadline."""
+
+    OK = "ok"
+    WARNING = "warning"
+    CRITICAL = "critical"
+    UNKNOWN = "unknown"  # the fleet: the series do not say enough to project
+
+    @property
+    def rank(self) -> int:
+        """``ctwatch_level``'s value: 0 ok, 1 warning, 2 critical (-1 unknown)."""
+        return _RANKS[self]
+
+    @classmethod
+    def of_rank(cls, rank: float) -> Level | None:
+        """A ``ctwatch_level`` sample as its level; None for a value ctwatch never exports."""
+        return next((level for level, r in _RANKS.items() if r == rank and r >= 0), None)
+
+
+_RANKS = {Level.OK: 0, Level.WARNING: 1, Level.CRITICAL: 2, Level.UNKNOWN: -1}
+LEVELS = (Level.OK, Level.WARNING, Level.CRITICAL)  # in rank order
 WARNING_RATIO = 0.5
 CRITICAL_RATIO = 1.0
 
 
-def level_of(ratio: float, warning: float = WARNING_RATIO, critical: float = CRITICAL_RATIO) -> int:
-    """0 ok, 1 warning, 2 critical: where the burst's end falls against the deadline."""
-    return 2 if ratio >= critical else 1 if ratio >= warning else 0
+def level_of(ratio: float, warning: float = WARNING_RATIO, critical: float = CRITICAL_RATIO) -> Level:
+    """Where the burst's end falls against the deadline."""
+    return Level.CRITICAL if ratio >= critical else Level.WARNING if ratio >= warning else Level.OK
 
 
 def seconds_until(entries: float, limit: float, growth_per_s: float | None) -> float:

@@ -100,13 +100,13 @@ def live_inputs(
     calibration: object = None,
 ) -> Live:
     """The ``wanted`` inputs the node's series give: field -> (value, series)."""
-    from ctsim.core.profiles import get_profile
+    from ctsim.core.profiles import DEFAULT_PROFILE, get_profile
 
     if url is None:
         raise InputError("--node: give --from-prometheus URL too")
     if node is None or not node.strip():
         raise InputError("--from-prometheus: give --node NAME too (the node's --node-label value)")
-    assumptions = Assumptions(profile=get_profile(profile or "cilium-1.16"))
+    assumptions = Assumptions(profile=get_profile(profile or DEFAULT_PROFILE))
     with Client(url, transport) as client:
         risk = read_node(client, node, Query(node_label=node_label), assumptions)
     inputs = {k: v for k, v in node_inputs(risk).items() if k in wanted}

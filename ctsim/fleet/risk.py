@@ -18,8 +18,8 @@ from ctsim.core.defaults import CLIENT_TIMEOUT, CT_MAPS, DEFAULT_REGENERATION, F
 from ctsim.core.floats import left_sum
 from ctsim.core.profiles import Profile
 from ctsim.core.projection import (
-    LEVELS,
     FamilyWalk,
+    Level,
     burst_seconds,
     level_of,
     max_entries_for_burst,
@@ -41,6 +41,7 @@ class Assumptions:
     pods: int | None = None  # None: each node's ctwatch burst, else DEFAULT_BURST
     rate: float | None = None  # --rate or --calibration: the walk rate where ctwatch measured none
     rate_source: str = ""
+    rate_short: str = ""  # the source in a table cell
     bucket_seconds: float = 0.0
     capacity: tuple[int, int] | None = None  # (TCP, non-TCP) map capacity where no series gives it
     capacity_source: str = ""
@@ -50,7 +51,7 @@ class Assumptions:
 @dataclass
 class NodeRisk:
     node: str
-    level: str  # ok | warning | critical | unknown
+    level: Level
     sources: list[str]
     pods: int
     pods_source: str
@@ -69,7 +70,7 @@ class NodeRisk:
     gc_interval_source: str = ""
     observed_gc_seconds: dict[str, float] = field(default_factory=dict)
     observed_ct_clean_seconds: float | None = None
-    ctwatch_level: str | None = None
+    ctwatch_level: Level | None = None
     flags: list[str] = field(default_factory=list)
     unknown: list[str] = field(default_factory=list)  # why a figure is missing
     simulated: dict[str, Any] | None = None  # --simulate: the model's verdict on this node
@@ -154,7 +155,7 @@ def assess(facts: NodeFacts, a: Assumptions) -> NodeRisk:
     )
     risk = NodeRisk(
         node=facts.node,
-        level="unknown",
+        level=Level.UNKNOWN,
         sources=sorted(facts.sources),
         pods=pods,
         pods_source=pods_source,
@@ -164,7 +165,7 @@ def assess(facts: NodeFacts, a: Assumptions) -> NodeRisk:
         gc_interval_source=facts.gc_interval_series,
         observed_gc_seconds=dict(facts.observed_gc),
         observed_ct_clean_seconds=facts.observed_ct_clean,
-        ctwatch_level=LEVELS[facts.ctwatch_level] if facts.ctwatch_level in (0, 1, 2) else None,
+        ctwatch_level=Level.of_rank(facts.ctwatch_level) if facts.ctwatch_level is not None else None,
     )
     if facts.down:
         risk.flags.append("ctwatch sources down: " + ", ".join(sorted(set(facts.down))))
@@ -178,20 +179,22 @@ def assess(facts: NodeFacts, a: Assumptions) -> NodeRisk:
         if family in facts.rates:
             rate, label = facts.rates[family]
             source, buckets = f'ctwatch_walk_rate_entries_per_second{{source="{label}"}}', 0.0
+            short = f"ctwatch ({label})" if label else "ctwatch"
         elif a.rate is not None:
-            rate, source, buckets = a.rate, a.rate_source, a.bucket_seconds
+            rate, source, buckets, short = a.rate, a.rate_source, a.bucket_seconds, a.rate_short
         else:
             rate, source, buckets = a.profile.walk_rate, f"profile {a.profile.name}", a.profile.bucket_seconds
+            short = a.profile.name
         walk = FamilyWalk(family, counts, rate, caps if buckets else (), buckets)
         walks.append(walk)
-        risk.walk_rate[family] = {"entries_per_second": rate, "source": source}
+        risk.walk_rate[family] = {"entries_per_second": rate, "source": source, "short": short}
         risk.walk_seconds[family] = walk.seconds
     overhead = a.regeneration
     risk.scrub_seconds = scrub_seconds(walks)
     risk.burst_seconds = burst_seconds(walks, pods) + overhead
     risk.deadline_ratio = risk.burst_seconds / deadline
     risk.safe_burst = safe_burst(walks, deadline, overhead)
-    risk.level = LEVELS[level_of(risk.deadline_ratio)]
+    risk.level = level_of(risk.deadline_ratio)
     total = left_sum(w.entries for w in walks)
     limit = max_entries_for_burst(walks, pods, deadline, overhead)
     growth = risk.growth_per_hour / 3600 if risk.growth_per_hour is not None else None

@@ -17,7 +17,7 @@ from dataclasses import dataclass, fields
 
 from ctsim.core.calibration import Calibration
 from ctsim.core.errors import InputError
-from ctsim.core.profiles import get_profile
+from ctsim.core.profiles import DEFAULT_PROFILE, get_profile
 from ctsim.core.quantity import parse_count, parse_duration, parse_float
 from ctsim.inputs.churn import ChurnSchedule, parse_churn
 from ctsim.inputs.presets import get_preset
@@ -45,7 +45,7 @@ class Given:
     """One run's inputs as the user gave them, parsed; ``None``: not given (the preset's or a default)."""
 
     preset: str | None = None
-    profile: str = "cilium-1.16"
+    profile: str = DEFAULT_PROFILE
     entries: int | None = None
     any_entries: int | None = None
     max_entries: int | None = None
@@ -157,7 +157,7 @@ PARSERS: dict[str, Callable[[str], object]] = {
 }
 # Every flag, in Given's order, with its default as the command line declares it (None: not given).
 FLAG_DEFAULTS: dict[str, object] = {f.name: None for f in fields(Given) if f.name != "sources"} | {
-    "profile": "cilium-1.16",
+    "profile": DEFAULT_PROFILE,
     "agent_state": "warm",
     "pods": "50",
     "gc_interval": "auto",

@@ -10,7 +10,7 @@ import functools
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
-from ctsim.core.calibration import Calibration
+from ctsim.core.calibration import walk_rate
 from ctsim.core.defaults import (
     CLIENT_TIMEOUT,
     CONNTRACK_GC_MAX_LRU_INTERVAL,
@@ -24,7 +24,7 @@ from ctsim.core.defaults import (
     TEARDOWN_TIMEOUT,
 )
 from ctsim.core.errors import InputError
-from ctsim.core.profiles import Profile, get_profile
+from ctsim.core.profiles import get_profile
 from ctsim.core.projection import FamilyWalk, scrub_seconds
 from ctsim.core.quantity import format_bytes, format_duration
 from ctsim.core.sizing import ct_map_sizes
@@ -147,7 +147,7 @@ def resolve(g: Given) -> Scenario:
     A preset supplies only what the user did not give; every input's origin
     is kept (``Scenario.origins``). The rules run in this order: map capacity
     (``_capacity``), the IPv4 maps' entries (``_fill``), the IPv6 family
-    (``_ipv6_maps``), the walk rate (``_walk_rate``), durations, the GC's
+    (``_ipv6_maps``), the walk rate (``core.calibration.walk_rate``), durations, the GC's
     state at t=0 (``_gc_start``), the warm limiter (``_warm_limiter``).
     """
     p = get_preset(DEFAULT_PRESET if g.preset is None else g.preset)
@@ -189,7 +189,15 @@ def resolve(g: Given) -> Scenario:
 
     expired = g.expired_fraction if g.expired_fraction is not None else p.expired_fraction
     origin("expired_fraction", g.expired_fraction, from_preset)
-    walk_rate, rate_source, delete_s, bucket_s = _walk_rate(prof, g.rate, g.calibration)
+    walk = walk_rate(prof, g.rate, g.calibration)
+    walk_rate_s, rate_source, delete_s, bucket_s = (
+        walk.entries_per_s,
+        walk.source,
+        walk.delete_seconds,
+        walk.bucket_seconds,
+    )
+    if walk.note:
+        notes.append(walk.note)
     origins["walk_rate"] = said("rate") if g.rate is not None else rate_source
 
     schedule = g.churn if g.churn is not None else p.churn_schedule
@@ -217,9 +225,9 @@ def resolve(g: Given) -> Scenario:
     origin("regeneration", g.regeneration, "default: the model's assumption")
     origin("cores", g.cores, from_preset)
     fixed, initial, first_pass, max_interval = _gc_start(g, notes)
-    walks = [FamilyWalk("ipv4", (n_entries, n_any), walk_rate, (tcp_max, any_max), bucket_s)]
+    walks = [FamilyWalk("ipv4", (n_entries, n_any), walk_rate_s, (tcp_max, any_max), bucket_s)]
     if v6_entries is not None:
-        walks.append(FamilyWalk("ipv6", (v6_entries, v6_any), walk_rate, (v6_tcp_max, v6_any_max), bucket_s))
+        walks.append(FamilyWalk("ipv6", (v6_entries, v6_any), walk_rate_s, (v6_tcp_max, v6_any_max), bucket_s))
     mean, origins["limiter"] = _warm_limiter(g.agent_state, walks, regen_s, deadline_s)
     return Scenario(
         preset=p.name,
@@ -234,7 +242,7 @@ def resolve(g: Given) -> Scenario:
         ipv6_any_max_entries=v6_any_max,
         expired_fraction=expired,
         pods=g.pods,
-        walk_rate=walk_rate,
+        walk_rate=walk_rate_s,
         rate_source=rate_source,
         delete_seconds=delete_s,
         bucket_seconds=bucket_s,
@@ -417,24 +425,6 @@ def _warm_limiter(
     )
 
 
-def _walk_rate(prof: Profile, rate: float | None, cal: Calibration | None) -> tuple[float, str, float, float]:
-    """(entries/s, where it came from, seconds per delete, seconds per bucket of a batched walk).
-
-    --rate, else the calibration, else the profile's. A batched walk's bucket
-    cost comes from the calibration when it measured one, else the profile.
-    """
-    delete_s, bucket_s = prof.delete_seconds, prof.bucket_seconds
-    if cal is not None:
-        delete_s = cal.delete_seconds_per_entry
-        if prof.walk == "batched" and cal.batch_bucket_seconds is not None:
-            bucket_s = cal.batch_bucket_seconds
-    if rate is not None:
-        return rate, "--rate", delete_s, bucket_s
-    if cal is not None:
-        return cal.walk_rate(prof.walk), cal.describe(prof.walk), delete_s, bucket_s
-    return prof.walk_rate, prof.source, delete_s, bucket_s
-
-
 # (conntrack-gc-interval, 0: adaptive; GetInterval's cachedGCInterval at t=0, 0: none yet;
 #  when the next pass runs; conntrack-gc-max-interval, 0: Cilium's)
 _GCStart = tuple[float, float, float, float]
@@ -445,10 +435,12 @@ def _gc_start(g: Given, notes: list[str]) -> _GCStart:
 
     A fresh agent has no cached interval and runs its first pass now; so does
     an agent given a fixed or an initial interval. Otherwise a warm agent is
-    in the incident's state: drifted to the 12 h cap, mid-cycle.
+    in the incident's state: drifted to the 12 h cap, mid-cycle (half the
+    interval it sleeps: 6 h, or half a smaller --gc-max-interval).
     """
     max_interval = g.gc_max_interval or 0.0
     fixed = g.gc_interval
+    drifted = False
     if g.gc_initial_interval is not None:
         initial = g.gc_initial_interval
         first_pass = 0.0
@@ -458,8 +450,11 @@ def _gc_start(g: Given, notes: list[str]) -> _GCStart:
         initial, first_pass = 0.0, 0.0
         notes.append("fresh agent: 4 requests skip the API limiter; GC runs now, next interval from 5m")
     else:
-        initial, first_pass = CONNTRACK_GC_MAX_LRU_INTERVAL, DRIFTED_NEXT_PASS
-        notes.append("GC starts drifted: interval 12h, next pass in 6h (--agent-state fresh: a just-started agent)")
+        # Mid-cycle: half the interval the agent sleeps, which GetInterval caps at conntrack-gc-max-interval
+        # (the cached interval stays 12 h: calculateInterval writes it uncapped).
+        initial, drifted = CONNTRACK_GC_MAX_LRU_INTERVAL, True
+        sleeps = min(initial, max_interval) if max_interval else initial
+        first_pass = DRIFTED_NEXT_PASS if sleeps == initial else sleeps / 2
     if fixed:
         initial = fixed
         for flag, value in (("--gc-initial-interval", g.gc_initial_interval), ("--gc-max-interval", g.gc_max_interval)):
@@ -467,6 +462,17 @@ def _gc_start(g: Given, notes: list[str]) -> _GCStart:
                 notes.append(f"{flag} has no effect: a fixed --gc-interval is every interval (GetInterval returns it)")
     if g.gc_next_pass is not None:
         first_pass = g.gc_next_pass
+    if drifted:
+        capped = (
+            f", each pass at most {format_duration(max_interval)} apart (--gc-max-interval)"
+            if max_interval and max_interval < initial
+            else ""
+        )
+        when = "given" if g.gc_next_pass is not None else "mid-cycle"
+        notes.append(
+            f"GC starts drifted, as in a warm agent: interval {format_duration(initial)}{capped}, "
+            f"next pass in {format_duration(first_pass)} ({when}); --agent-state fresh for a just-started agent"
+        )
     if initial == CONNTRACK_GC_STARTING_INTERVAL and first_pass == 0.0:
         notes.append("GC starts fresh: first pass now, interval 5m")
     return fixed, initial, first_pass, max_interval

@@ -65,7 +65,7 @@ def test_netns_count_equals_the_kernels() -> None:
 def test_netns_gone_marks_the_source_down_and_recovers() -> None:
     need_netns()
     with nfct.temporary_netns("ctwatch-test") as name:
-        w = watcher(netns=name, enable_bpf=False, enable_cilium_metrics=False)
+        w = watcher(netns=name, toggles={"bpf": False, "cilium_metrics": False})
         assert w.collect().results["nf_conntrack"].up
     down = w.collect().results["nf_conntrack"]
     assert not down.up and down.error
@@ -133,7 +133,7 @@ def test_unexpected_key_size_is_a_down_source_not_a_crash() -> None:
 def test_bpffs_unmounted_and_map_deleted_then_back() -> None:
     with bpffs() as root:
         pin_ct_map(root, "cilium_ct4_global", entries=1_000, max_entries=4_096)
-        w = watcher(bpffs=str(root), enable_nf_conntrack=False, enable_cilium_metrics=False)
+        w = watcher(bpffs=str(root), toggles={"nf_conntrack": False, "cilium_metrics": False})
         assert w.collect().results["bpf"].up
         (root / "tc" / "globals" / "cilium_ct4_global").unlink()  # the agent deletes the map
         assert not w.collect().results["bpf"].up
@@ -150,7 +150,7 @@ FIXTURE_PAGE = (FIXTURES / "cilium-metrics.txt").read_text()
 
 def test_a_realistic_metrics_page_is_parsed() -> None:
     with http_server(serve_text(FIXTURE_PAGE)) as url:
-        r = watcher(metrics_url=url, enable_nf_conntrack=False, enable_bpf=False).collect().results["cilium_metrics"]
+        r = watcher(metrics_url=url, toggles={"nf_conntrack": False, "bpf": False}).collect().results["cilium_metrics"]
     assert r.up
     assert r.pressure == {"cilium_ct4_global": 0.75, "cilium_ct_any4_global": 0.125}
     assert r.extra["gc_interval_seconds"] == 43200
@@ -166,7 +166,7 @@ def test_a_realistic_metrics_page_is_parsed() -> None:
 )
 def test_a_bad_agent_is_a_down_source(name: str, respond: object) -> None:
     with http_server(respond) as url:  # type: ignore[arg-type]
-        w = watcher(metrics_url=url, metrics_timeout_s=0.5, enable_nf_conntrack=False, enable_bpf=False)
+        w = watcher(metrics_url=url, metrics_timeout_s=0.5, toggles={"nf_conntrack": False, "bpf": False})
         r = w.collect().results["cilium_metrics"]
     assert not r.up, name
     assert r.duration_s < 2.5
@@ -174,7 +174,7 @@ def test_a_bad_agent_is_a_down_source(name: str, respond: object) -> None:
 
 def test_an_agent_that_is_down_is_a_down_source() -> None:
     url = f"http://127.0.0.1:{free_port()}/metrics"
-    r = watcher(metrics_url=url, enable_nf_conntrack=False, enable_bpf=False).collect().results["cilium_metrics"]
+    r = watcher(metrics_url=url, toggles={"nf_conntrack": False, "bpf": False}).collect().results["cilium_metrics"]
     assert not r.up and "Connection refused" in r.error
 
 
@@ -182,8 +182,31 @@ def test_cilium_pressure_is_the_cheaper_source_and_skips_our_count() -> None:
     with bpffs() as root, http_server(serve_text(FIXTURE_PAGE)) as url:
         pin_ct_map(root, "cilium_ct4_global", entries=1_000, max_entries=65_536)
         pin_ct_map(root, "cilium_ct_any4_global", entries=10, max_entries=16_384)
-        snap = watcher(bpffs=str(root), metrics_url=url, enable_nf_conntrack=False).collect()
+        snap = watcher(bpffs=str(root), metrics_url=url, toggles={"nf_conntrack": False}).collect()
     (v4,) = [f for f in snap.families if f.family == "ipv4"]
     assert v4.entries_source == "cilium_metrics"
     assert v4.entries == round(0.75 * 65_536) + round(0.125 * 16_384)
     assert all(r.entries is None for r in snap.results["bpf"].readings)  # never counted
+
+
+def test_a_new_source_is_one_registration_its_toggle_and_config_follow() -> None:
+    """No field or flag to add by hand: ``Config(toggles=...)`` and ``--collector.<name>`` read the registry."""
+    import inspect
+
+    from ctwatch.cli import collector_toggles
+    from ctwatch.collector import REGISTRY, Collector, register_collector
+
+    register_collector(Collector("test_extra", "A source made by this test.", lambda cycle, result: None))
+    try:
+        assert "test_extra" in Config().enabled()
+        assert "test_extra" not in Config(toggles={"test_extra": False}).enabled()
+
+        def command(collectors: dict[str, bool | None]) -> dict[str, bool | None]:
+            return collectors
+
+        wrapped = collector_toggles(command)
+        assert "collector_test_extra" in inspect.signature(wrapped).parameters
+        flags = {f"collector_{n}": None for n in REGISTRY} | {"collector_test_extra": False}
+        assert wrapped(**flags)["test_extra"] is False
+    finally:
+        REGISTRY.pop("test_extra")

@@ -20,6 +20,7 @@ from ctwatch.readings import MapReading, SourceResult
 from ctwatch.rules import RuleSettings, alerts, render
 from ctwatch.watcher import Config, Watcher
 
+from ctsim.core.projection import Level
 from tests.ctwatch.env import bpffs, copy_procfs, pin_ct_map
 from tests.support.http import free_port
 from tests.support.load import busy
@@ -49,7 +50,7 @@ def test_the_projection_holds_with_four_busy_processes(tmp_path: Path) -> None:
     """
     with bpffs() as root:
         pin_ct_map(root, "cilium_ct4_global", entries=200_000, max_entries=262_144)
-        config = Config(bpffs=str(root), enable_nf_conntrack=False, enable_cilium_metrics=False)
+        config = Config(bpffs=str(root), toggles={"nf_conntrack": False, "cilium_metrics": False})
 
         def projection() -> FamilyAssessment:
             return _walks(Watcher(config, Assessor(Thresholds(), 213_000.0)), 12)[-1]
@@ -96,21 +97,21 @@ def test_levels_hold_for_three_cycles_before_they_change() -> None:
     # At 213,000 entries/s a 10-pod burst is 10 walks + 2 s: 100k entries ~0.07 of 90 s, 2M ~1.07.
     calm, hot = 100_000, 2_000_000
     a = Assessor(Thresholds(), 213_000.0)
-    levels = [a.assess(float(t), _bpf_result(n, None))[0].level for t, n in enumerate([calm, hot, hot, hot, hot])]
+    levels = [a.assess(float(t), _bpf_result(n, None))[0].level.rank for t, n in enumerate([calm, hot, hot, hot, hot])]
     assert levels == [0, 0, 0, 2, 2]  # the first level at once; a change after 3 agreeing cycles
     # A projection flapping across the threshold never changes the reported level.
     b = Assessor(Thresholds(), 213_000.0)
     flaps = [b.assess(float(t), _bpf_result(hot if t % 2 else calm, None))[0].level for t in range(12)]
-    assert set(flaps) == {0}
+    assert set(flaps) == {Level.OK}
 
 
 def test_a_failed_source_keeps_the_last_good_projection() -> None:
     a = Assessor(Thresholds(), 213_000.0)
     good = a.assess(100.0, _bpf_result(16_000_000, None))[0]
-    assert good.level == 2 and good.age_s == 0
+    assert good.level is Level.CRITICAL and good.age_s == 0
     kept = a.assess(160.0, _bpf_result(0, None, up=False))
     assert len(kept) == 1
-    assert kept[0].level == 2 and kept[0].burst_seconds == good.burst_seconds
+    assert kept[0].level is Level.CRITICAL and kept[0].burst_seconds == good.burst_seconds
     assert kept[0].age_s == 60.0
 
 
@@ -240,10 +241,10 @@ def test_a_level_change_is_logged_and_collection_goes_on(capsys: pytest.CaptureF
     """A level change must log, never stop the watchdog (it once raised inside the logger)."""
     with bpffs() as root:
         pin_ct_map(root, "cilium_ct4_global", entries=100_000, max_entries=131_072)
-        config = Config(bpffs=str(root), enable_nf_conntrack=False, enable_cilium_metrics=False)
+        config = Config(bpffs=str(root), toggles={"nf_conntrack": False, "cilium_metrics": False})
         watcher = Watcher(config, Assessor(Thresholds(), 1_000.0, "configured", pinned=True))  # 100 s walks
         first, second = watcher.collect(), watcher.collect()
-    assert first.families[0].level == second.families[0].level == 2
+    assert first.families[0].level is second.families[0].level is Level.CRITICAL
     err = capsys.readouterr().err
     assert err.count('msg="level changed"') == 1 and "to=critical" in err
 

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from ctsim.core.defaults import CT_MAPS, DEFAULT_REGENERATION
-from ctsim.core.projection import LEVELS, FamilyWalk, burst_seconds, level_of, safe_burst
+from ctsim.core.projection import FamilyWalk, burst_seconds, level_of, safe_burst
 from ctsim.core.sizing import ct_map_sizes
 from tests.fleet.fleet_pages import Node, fleet, render, sd_targets
 from tests.support.prometheus import pages, prometheus, wait_for
@@ -101,7 +101,7 @@ def test_every_node_once_ranked_worst_first_with_figures_from_the_projection(liv
         assert r["burst_seconds"] == pytest.approx(burst, rel=1e-12)
         assert r["deadline_ratio"] == pytest.approx(burst / node.deadline, rel=1e-12)
         assert r["safe_burst"] == safe_burst(walks, node.deadline, DEFAULT_REGENERATION)
-        assert r["level"] == LEVELS[level_of(burst / node.deadline)]
+        assert r["level"] == level_of(burst / node.deadline)
         for name, (entries, cap) in node.maps.items():
             assert r["maps"][name]["entries"] == entries and r["maps"][name]["max_entries"] == cap
         checked += 1

@@ -58,6 +58,7 @@ def test_a_real_ctwatch_on_real_pinned_maps_read_back_through_prometheus(tmp_pat
     assert row["walk_rate"]["ipv4"] == {
         "entries_per_second": rate,
         "source": 'ctwatch_walk_rate_entries_per_second{source="measured"}',
+        "short": "ctwatch (measured)",
     }
     walks = [FamilyWalk("ipv4", (30_000.0, 4_000.0), rate)]
     assert row["pods"] == 12 and row["pods_source"] == "ctwatch_burst_pods"

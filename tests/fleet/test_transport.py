@@ -162,7 +162,6 @@ def test_down_silent_and_malformed_servers_fail_in_one_line_without_hanging() ->
         (["--ca-file", "/nonexistent.pem"], ["--ca-file"]),
         (["--bearer-token-file", "/dev/null"], ["--bearer-token-file"]),
         (["--timeout", "0s"], ["--timeout"]),
-        (["--rate", "1000", "--calibration", "x.json"], ["--rate", "--calibration"]),
         (["--max-entries", "1Mi", "--node-memory", "64Gi"], ["--max-entries"]),
         (["--map-ratio", "0.005"], ["--node-memory"]),
         (["--pods", "0"], ["--pods"]),

@@ -22,6 +22,7 @@ from ctsim.core.projection import (
     CRITICAL_RATIO,
     WARNING_RATIO,
     FamilyWalk,
+    Level,
     burst_seconds,
     level_of,
     max_entries_for_burst,
@@ -56,9 +57,14 @@ class FamilyAssessment:
     deadline_ratio: float
     safe_burst: float  # +Inf when the table is empty
     seconds_until_deadline: float  # +Inf when not growing towards it; 0 when past it
-    level: int
+    level: Level
     rate_samples: int = 0  # measured samples behind ``rate`` (0: not measured)
     age_s: float = 0.0  # 0: from this cycle; else the last good projection, this old
+
+    @property
+    def level_rank(self) -> int:
+        """``ctwatch_level``'s value."""
+        return self.level.rank
 
 
 @dataclass
@@ -83,7 +89,7 @@ class Assessor:
     hold_cycles: int = HOLD_CYCLES
     _history: dict[str, deque[tuple[float, int]]] = field(default_factory=dict)
     _rates: dict[str, deque[float]] = field(default_factory=dict)
-    _levels: dict[str, tuple[int, int, int]] = field(default_factory=dict)  # reported, candidate, seen
+    _levels: dict[str, tuple[Level, Level, int]] = field(default_factory=dict)  # reported, candidate, seen
     _last: dict[str, tuple[float, FamilyAssessment]] = field(default_factory=dict)
 
     def assess(self, now: float, results: dict[str, SourceResult]) -> list[FamilyAssessment]:
@@ -140,7 +146,7 @@ class Assessor:
             return fastest[-2] if len(fastest) > 1 else fastest[0], "measured", len(window)
         return self.fallback_rate, self.fallback_rate_source, 0
 
-    def _level(self, family: str, raw: int) -> int:
+    def _level(self, family: str, raw: Level) -> Level:
         """The reported level: the first one at once, later changes after ``hold_cycles`` agreeing cycles."""
         if family not in self._levels:
             self._levels[family] = (raw, raw, 0)

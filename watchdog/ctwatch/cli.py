@@ -6,19 +6,16 @@ the thresholds given. Bad input: one line on stderr, exit code 2.
 
 from __future__ import annotations
 
-import functools
-import inspect
 import signal
 import sys
 import threading
-import typing
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from ctsim.cli.command import run_cli
+from ctsim.cli.command import run_cli, with_flags
 from ctsim.core.errors import InputError
 from ctwatch.collector import Config
 from ctwatch.sources import REGISTRY
@@ -112,29 +109,21 @@ def _enabled(flag: bool | None, disable_defaults: bool) -> bool:
 def collector_toggles(command: Callable[..., Any]) -> Callable[..., Any]:
     """Adds ``--collector.<name>/--no-collector.<name>`` for every registered collector; ``command`` gets
     ``collectors={name: True | False | None}`` (None: not given)."""
-    own = [p for p in inspect.signature(command).parameters.values() if p.name != "collectors"]
-    hints = typing.get_type_hints(command, include_extras=True)
-    toggles = {
-        f"collector_{name}": Annotated[
-            Optional[bool],  # noqa: UP045
-            typer.Option(f"--collector.{name}/--no-collector.{name}", help=c.help),
-        ]
+    toggles: dict[str, tuple[Any, Any]] = {
+        f"collector_{name}": (
+            Annotated[
+                Optional[bool],  # noqa: UP045
+                typer.Option(f"--collector.{name}/--no-collector.{name}", help=c.help),
+            ],
+            None,
+        )
         for name, c in REGISTRY.items()
     }
 
-    @functools.wraps(command)
-    def wrapper(**kwargs: Any) -> Any:
-        collectors = {name: kwargs.pop(f"collector_{name}") for name in REGISTRY}
-        return command(collectors=collectors, **kwargs)
+    def build(values: dict[str, Any]) -> dict[str, Any]:
+        return {"collectors": {name: values[f"collector_{name}"] for name in REGISTRY}}
 
-    added = [
-        inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=a) for n, a in toggles.items()
-    ]
-    wrapper.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-        [*(p.replace(kind=inspect.Parameter.KEYWORD_ONLY, annotation=hints[p.name]) for p in own), *added]
-    )
-    wrapper.__annotations__ = {**{p.name: hints[p.name] for p in own}, **toggles}
-    return wrapper
+    return with_flags(command, toggles, build, {"collectors"}, last=True)
 
 
 @app.callback()
@@ -242,7 +231,7 @@ def main_command(
         bpf_sample_budget_s=parse_duration(sample_budget, "--bpf.sample-budget", allow_zero=True, maximum=1.0),
         # A one-shot run has no earlier cycles: it samples a whole window now (20 x the budget, 0.4 s at 20ms).
         bpf_samples_per_cycle=RATE_WINDOW if once else 1,
-        **{f"enable_{name}": enabled for name, enabled in on.items()},
+        toggles=on,
     )
     period = parse_duration(interval, "--interval", minimum=MIN_INTERVAL, maximum=86400.0)
     host, port = parse_listen(listen)

@@ -3,12 +3,12 @@
 The watcher collects from every enabled collector, the command line makes a
 ``--collector.<name>`` toggle for each, and the page lists each one's
 ``ctwatch_source_up``: a new source is one file in ``ctwatch/sources/``
-(plus its settings in ``Config`` and their flags in ``ctwatch.cli``, if it has any).
+(plus settings of its own in ``Config`` and their flags in ``ctwatch.cli``, if it has any).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -27,14 +27,13 @@ class Config:
     metrics_timeout_s: float = 2.0
     bpf_sample_budget_s: float = 0.02  # 0: never sample the walk rate (use the fallback)
     bpf_samples_per_cycle: int = 1  # walk-rate samples per cycle; --once takes the assessor's whole window
-    # One toggle per registered collector (--collector.<name>), named enable_<name>.
-    enable_nf_conntrack: bool = True
-    enable_bpf: bool = True
-    enable_cilium_metrics: bool = True
+    # --collector.<name> for each registered collector: name -> on or off; a collector not named here is on.
+    # Keyed by the registry's names, so a new source needs no field here.
+    toggles: Mapping[str, bool] = field(default_factory=dict)
 
     def enabled(self) -> list[str]:
-        """The registered collectors this configuration turns on (a collector without a toggle is on)."""
-        return [name for name in REGISTRY if getattr(self, f"enable_{name}", True)]
+        """The registered collectors this configuration turns on."""
+        return [name for name in REGISTRY if self.toggles.get(name, True)]
 
 
 @dataclass

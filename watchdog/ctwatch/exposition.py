@@ -74,7 +74,7 @@ FAMILY_GAUGES: tuple[tuple[str, str, str], ...] = (
         "At the recent growth of the table, until the burst projection reaches the deadline (+Inf: not growing).",
         "seconds_until_deadline",
     ),
-    ("ctwatch_level", "0 ok, 1 warning, 2 critical.", "level"),
+    ("ctwatch_level", "0 ok, 1 warning, 2 critical.", "level_rank"),
     (
         "ctwatch_projection_age_seconds",
         "0 when this cycle computed the projection; else the age of the last good one, kept while sources fail.",

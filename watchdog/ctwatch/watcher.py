@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import ctwatch.sources  # noqa: F401 - importing the package registers every collector in it
-from ctsim.core.projection import LEVELS
+from ctsim.core.projection import Level
 from ctwatch.assess import Assessor, FamilyAssessment
 from ctwatch.collector import Config, Cycle, collection_order
 from ctwatch.logs import log_event
@@ -44,7 +44,7 @@ class Watcher:
     _cpu_total: float = 0.0
     _cycles: int = 0
     _down: dict[str, str] = field(default_factory=dict)
-    _levels: dict[str, int] = field(default_factory=dict)
+    _levels: dict[str, Level] = field(default_factory=dict)
 
     def _run(self, name: str, fn: Callable[[SourceResult], None]) -> SourceResult:
         start = self.timer()
@@ -84,13 +84,13 @@ class Watcher:
     def _log_levels(self, families: list[FamilyAssessment]) -> None:
         for f in families:
             previous = self._levels.get(f.family)
-            if previous != f.level and not (previous is None and f.level == 0):
+            if previous != f.level and not (previous is None and f.level is Level.OK):
                 log_event(
                     "level changed",
-                    level="warn" if f.level > 0 else "info",
+                    level="warn" if f.level is not Level.OK else "info",
                     family=f.family,
-                    to=LEVELS[f.level],
-                    previous=LEVELS[previous] if previous is not None else None,
+                    to=str(f.level),
+                    previous=str(previous) if previous is not None else None,
                     entries=f.entries,
                     projected_burst_seconds=round(f.burst_seconds, 3),
                     deadline_seconds=self.assessor.thresholds.deadline_s,

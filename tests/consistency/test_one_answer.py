@@ -1,0 +1,51 @@
+"""One node, one answer: what ``ctsim run`` advises is what ``ctsim run`` with that advice's flags says."""
+
+from __future__ import annotations
+
+import pytest
+
+from ctsim.capacity.mitigations import simulate_mitigations
+from ctsim.inputs.scenario import resolve_flags
+from ctsim.sim.model import simulate
+
+NODES = {
+    "the incident": {"entries": "16M", "pods": "50"},
+    "a coin-flip table": {"entries": "4Mi", "pods": "50"},
+    "dual stack": {"entries": "8M", "ipv6_entries": "4M", "pods": "10"},
+    "a fresh agent": {"preset": "standard", "entries": "2Mi", "pods": "30", "agent_state": "fresh"},
+    "a short horizon": {"entries": "16M", "pods": "50", "horizon": "30m"},
+    "a capped GC already": {"entries": "16M", "pods": "20", "gc_max_interval": "2h"},
+    "a next pass given": {"entries": "16M", "pods": "50", "gc_next_pass": "2h"},
+}
+
+
+def _flags(argv: list[str]) -> dict[str, str]:
+    """``["--gc-interval", "60s", ...]`` as the scenario flags the command line would pass (the last wins)."""
+    pairs = dict(zip(argv[::2], argv[1::2], strict=True))
+    return {("regeneration" if k == "--regeneration-time" else k[2:].replace("-", "_")): v for k, v in pairs.items()}
+
+
+@pytest.mark.parametrize("node", NODES)
+def test_every_mitigations_argv_reproduces_its_figures(node: str) -> None:
+    flags = NODES[node]
+    mitigations = simulate_mitigations(resolve_flags(**flags))
+    assert mitigations, "a storm with nothing offered"
+    for m in mitigations:
+        again = simulate(resolve_flags(**{**flags, **_flags(m.argv)}))
+        said = m.to_dict()
+        assert (again.verdict, again.pods_ready, again.recovered_at) == (
+            said["verdict"],
+            said["pods_ready"],
+            said["all_ready_s"],
+        ), (node, m.argv)
+
+
+def test_a_warm_agents_drifted_gc_follows_the_max_interval_and_the_next_pass_given() -> None:
+    capped = resolve_flags(entries="16M", gc_max_interval="1h")
+    assert capped.gc_first_pass == 1800.0  # mid-cycle of the 1h it sleeps, not of 12h
+    assert any("at most 1h apart" in n and "next pass in 30m" in n for n in capped.notes)
+    given = resolve_flags(entries="16M", gc_next_pass="1h")
+    assert given.gc_first_pass == 3600.0
+    drift = [n for n in given.notes if n.startswith("GC starts drifted")]
+    assert drift and "next pass in 1h (given)" in drift[0] and "warm" in drift[0]
+    assert resolve_flags(entries="16M").gc_first_pass == 6 * 3600.0  # the incident's state, unchanged
