@@ -168,7 +168,7 @@ SCENARIO_FLAGS: dict[str, tuple[Any, Any]] = {
             Str,
             _opt(
                 "How much node time to simulate (default: until the burst is resolved: every pod Ready, "
-                "or 1h after the first GC pass; at most 2d).",
+                "or, past the first GC pass, 1h with none becoming Ready; at most 2d).",
                 "DURATION",
             ),
         ],

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 
 from ctsim.cli.term import Terminal
 from ctsim.core.quantity import format_count, format_duration
-from ctsim.sim.result import Result, Verdict, percentile
+from ctsim.sim.model import STORM_SETTLE
+from ctsim.sim.result import STALL, Result, Verdict, percentile
 
 if TYPE_CHECKING:
     from ctsim.capacity.mitigations import Mitigation
@@ -55,10 +56,17 @@ def _story(r: Result) -> str:
     if r.verdict == Verdict.OK:
         return f"every pod Ready at its first attempt, the last after {_s(r.recovered_at)}"
     if r.verdict == Verdict.UNFINISHED:
-        waiting = sum(p.state == "pending" for p in pods)
+        waiting = sum(not p.ready and not p.failures for p in pods)
+        if waiting:
+            return (
+                f"the run ended at {format_duration(r.ended_at)} before {_pods(waiting)} saw a first attempt end; "
+                "run longer (--horizon)"
+            )
+        last = max((p.ready_at for p in pods if p.ready_at is not None), default=None)
+        since = "none yet" if last is None else f"the last at {format_duration(last)}"
         return (
-            f"the run ended at {format_duration(r.ended_at)} before {_pods(waiting)} saw a first attempt end; "
-            "run longer (--horizon)"
+            f"{r.pods_ready}/{len(pods)} Ready at {format_duration(r.ended_at)}, still draining ({since}; "
+            f"no stall of {format_duration(STALL)} with none Ready): run longer (--horizon)"
         )
     st = r.stall
     if r.verdict == Verdict.DEGRADED:
@@ -75,17 +83,25 @@ def _story(r: Result) -> str:
             "only an outside event ended the storm"
         )
     after = [g for g in r.gc.passes if g.end <= r.ended_at]
-    if after:
+    if after and r.ended_because == "settled":
         last = after[-1]
         return (
-            f"{_pods(failing)} still not Ready at {format_duration(r.ended_at)} while attempts keep failing, "
-            f"{format_duration(r.ended_at - last.end)} after the GC pass at {format_duration(last.start)}: "
-            "the node does not recover on its own"
+            f"{_pods(failing)} still not Ready at {format_duration(r.ended_at)} while attempts keep failing: "
+            f"none became Ready in the last {format_duration(STORM_SETTLE)}, past the GC pass at "
+            f"{format_duration(last.start)}: the node does not recover on its own"
+        )
+    if after and r.ended_because == "horizon":
+        last = after[-1]
+        return (
+            f"{_pods(failing)} still not Ready at --horizon {format_duration(r.ended_at)} while attempts keep "
+            f"failing, {format_duration(r.ended_at - last.end)} after the GC pass at {format_duration(last.start)}: "
+            "drop --horizon to see whether the node recovers"
         )
     if r.ended_because == "cap":
+        passes = f"{len(after)} GC passes came" if after else "no GC pass came"
         return (
             f"{_pods(failing)} still not Ready after {format_duration(r.ended_at)} (the longest a run waits) "
-            "while attempts keep failing, and no GC pass came"
+            f"while attempts keep failing, and {passes}"
         )
     next_pass = (
         f"the next GC pass (at {format_duration(s.gc_first_pass)})" if s.gc_first_pass > r.ended_at else "a GC pass"

@@ -16,7 +16,7 @@ from ctsim.inputs.scenario import Scenario
 from ctsim.sim.clock import advance, process_after, start_processes
 from ctsim.sim.connections import TICK_SECONDS, ConnectionChurn
 from ctsim.sim.ctmap import new_map
-from ctsim.sim.gc import GCHistory, run_gc
+from ctsim.sim.gc import GCHistory, GCPass, run_gc
 from ctsim.sim.kubelet import pod_worker
 from ctsim.sim.lock import GlobalDeleteLock
 from ctsim.sim.node import Family, Node
@@ -37,7 +37,8 @@ def _family(
     return Family(name, maps, GlobalDeleteLock(env, name))
 
 
-STORM_SETTLE = 3600.0  # a run that waits for its burst gives up this long after the first GC pass ends
+# A run that waits for its burst gives up once this long went by, past a GC pass, with no pod becoming Ready.
+STORM_SETTLE = 3600.0
 
 
 @dataclass
@@ -118,11 +119,13 @@ class Model:
         start_processes(env, lambda: self._start_pods(deadline))
 
     def _until_resolved(self) -> None:
-        """Ends the run when its burst is resolved: every pod Ready, or an hour after the first GC pass.
+        """Ends the run when its burst is resolved: every pod Ready, or ``STORM_SETTLE`` without one becoming Ready.
 
-        After that pass and its effect nothing but the next one (up to 12 h
-        later) or an operator can change the storm; the cap (the horizon)
-        ends a run whose first pass never comes.
+        That window starts no earlier than the end of the first GC pass: while
+        pods still become Ready, or that pass's effect may still show, the
+        storm can change on its own. Past it nothing but the next pass (up to
+        12 h later) or an operator can; the cap (the horizon) ends a run whose
+        first pass never comes.
         """
         env = self.env
         self._stop = stop = env.event()
@@ -137,9 +140,19 @@ class Model:
         all_ready.callbacks.append(lambda _: end("resolved"))
         settle = STORM_SETTLE / self.scenario.time_scale
 
-        def first_pass(p: object) -> None:
+        def check(passed: float) -> None:
+            """At ``settle`` past the first pass's end (``passed``), then past each pod's Ready after it."""
+            ready = max((p.ready_at for p in self.pods if p.ready_at is not None), default=0.0)
+            since = max(ready, passed)
+            if env.now - since >= settle:
+                end("settled")
+            else:
+                env.timeout(since + settle - env.now).callbacks.append(lambda _: check(passed))
+
+        def first_pass(p: GCPass) -> None:  # told at the end of the pass
             self.gc.on_pass = None
-            env.timeout(settle).callbacks.append(lambda _: end("settled"))
+            passed = p.end
+            env.timeout(settle).callbacks.append(lambda _: check(passed))
 
         self.gc.on_pass = first_pass
 

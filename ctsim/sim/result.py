@@ -22,7 +22,7 @@ class Verdict(StrEnum):
     OK = "ok"  # every pod Ready at its first attempt
     DEGRADED = "degraded"  # every pod Ready, some after failed attempts
     COLLAPSE = "collapse"  # the storm stalled: pods still failing at the end, or until an outside event (a GC pass)
-    UNFINISHED = "unfinished"  # the horizon ended before some pod's first attempt did
+    UNFINISHED = "unfinished"  # the run ended before some pod's first attempt did, or while pods still drained
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -90,7 +90,8 @@ def verdict(pods: list[Pod], passes: list[GCPass] | None = None, end: float = 0.
         return Verdict.COLLAPSE if stalled is not None and stalled.ended_by is not None else Verdict.DEGRADED
     if any(not p.ready and not p.failures for p in pods):
         return Verdict.UNFINISHED
-    return Verdict.COLLAPSE
+    # Pods still failing: a collapse only once they stalled (STALL with none Ready); else still draining.
+    return Verdict.COLLAPSE if stall(pods, passes or [], end, at_least) is not None else Verdict.UNFINISHED
 
 
 def limiter_start(s: Scenario) -> dict[str, float]:

@@ -49,3 +49,28 @@ def test_a_warm_agents_drifted_gc_follows_the_max_interval_and_the_next_pass_giv
     drift = [n for n in given.notes if n.startswith("GC starts drifted")]
     assert drift and "next pass in 1h (given)" in drift[0] and "warm" in drift[0]
     assert resolve_flags(entries="16M").gc_first_pass == 6 * 3600.0  # the incident's state, unchanged
+
+
+def test_a_run_that_says_it_does_not_recover_stays_unrecovered_for_two_days() -> None:
+    flags = {"entries": "16M", "pods": "50", "expired_fraction": "0"}  # the GC pass deletes nothing
+    settled = simulate(resolve_flags(**flags))
+    assert settled.ended_because == "settled" and settled.verdict == "collapse"
+    longer = simulate(resolve_flags(**flags, horizon="2d"))
+    assert longer.pods_ready == settled.pods_ready == 0
+
+
+def test_a_default_run_goes_on_while_pods_still_become_ready() -> None:
+    """500 pods on the incident's table drain for more than an hour after the GC pass: the run waits for them."""
+    r = simulate(resolve_flags(entries="16M", pods="500"))
+    assert r.ended_because == "resolved" and r.pods_ready == 500
+    assert r.recovered_at is not None and r.recovered_at > r.gc.passes[0].end + 3600
+
+
+@pytest.mark.parametrize("horizon", ["2m", "5m", "20m", "45m", "2h"])
+@pytest.mark.parametrize("entries", ["1Mi", "4Mi", "16M"])
+def test_a_collapse_always_has_its_stall(horizon: str, entries: str) -> None:
+    """A short --horizon says what it saw: never a collapse without 30 minutes of pods failing and none Ready."""
+    r = simulate(resolve_flags(entries=entries, pods="50", horizon=horizon))
+    if r.verdict == "collapse":
+        assert r.stall is not None
+    assert r.verdict != "ok" or r.pods_ready == 50
