@@ -171,7 +171,9 @@ def test_the_table_advised_for_a_burst_fits_it_with_the_bucket_term() -> None:
 def test_plan_takes_the_same_maps_non_tcp_and_dual_stack() -> None:
     from ctsim.capacity import plan as planner
 
-    facts = planner.parse_facts(churn="30/s", any_churn="10/s", ipv6_churn="20/s", drift_horizon="1d", burst="5")
+    facts = planner.parse_facts(
+        churn="30/s", any_churn="10/s", ipv6_entries="0", ipv6_churn="20/s", drift_horizon="1d", burst="5"
+    )
     state = planner.steady_state(facts, 0.0)
     v4_tcp, v4_any, v6_tcp, v6_any = state.peak_maps
     assert v4_tcp > 0 and v4_any > 0 and v6_tcp > 0 and v6_any == 0

@@ -13,8 +13,10 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ctsim.core.defaults import CONNTRACK_GC_MAX_LRU_INTERVAL, CONNTRACK_GC_STARTING_INTERVAL
-from ctsim.core.profiles import DEFAULT_PROFILE, get_profile
-from ctsim.core.projection import FamilyWalk, max_entries_for_burst, safe_burst, scrub_seconds
+from ctsim.core.errors import InputError
+from ctsim.core.floats import left_sum
+from ctsim.core.profiles import get_profile
+from ctsim.core.projection import SAFE_BURST_MEANS, FamilyWalk, max_entries_for_burst, safe_burst, scrub_seconds
 from ctsim.core.quantity import format_duration, parse_count, parse_duration
 from ctsim.core.sizing import CTMapSizes
 from ctsim.inputs.given import MAX_HORIZON, Given, parse_given
@@ -49,55 +51,32 @@ class Facts:
     def dual_stack(self) -> bool:
         return self.node.ipv6_entries is not None
 
+    def empty(self, **override: Any) -> Given:
+        """The node with every map empty: where the steady state starts."""
+        v6 = {"ipv6_entries": 0, "ipv6_any_entries": None} if self.dual_stack else {}
+        return self.variant(entries=0, any_entries=None, **v6, **override)
 
-def parse_facts(
-    *,
-    node_memory: str = "64Gi",
-    map_ratio: str = "0.0025",
-    max_entries: str | None = None,
-    cores: str = "16",
-    profile: str = DEFAULT_PROFILE,
-    churn: str = "30/s",
-    any_churn: str | None = None,
-    ipv6_churn: str | None = None,
-    ipv6_any_churn: str | None = None,
-    conn_duration: str | None = None,
-    burst: str = "50",
-    deadline: str | None = None,
-    rate: str | None = None,
-    calibration: str | None = None,
-    drift_horizon: str = DRIFT_HORIZON,
-    seed: int = 1,
-    replications: int = 1,
-    sources: tuple[tuple[str, str], ...] = (),
+
+def facts_for(
+    node: Given, *, burst: str | None = None, drift_horizon: str = DRIFT_HORIZON, replications: int = 1
 ) -> Facts:
-    """``ctsim plan``'s flags as typed -> ``Facts``; plan's own flags checked first, then the node's."""
+    """``ctsim plan``'s own flags over the node (the one ``ctsim run`` takes): checked, then the node's burst."""
     from ctsim.capacity.replications import check as check_replications
 
     check_replications(replications, MAX_PLAN_REPLICATIONS)
-    pods = parse_count(burst, "--burst", minimum=1, maximum=MAX_PLAN_BURST)
+    if burst is not None:
+        node = replace(node, pods=parse_count(burst, "--burst", minimum=1, maximum=MAX_PLAN_BURST))
+    elif node.pods > MAX_PLAN_BURST:
+        raise InputError(f"--pods: plan searches bursts of at most {MAX_PLAN_BURST:,}, got {node.pods:,}")
     horizon = parse_duration(drift_horizon, "--drift-horizon", minimum=3600.0, maximum=MAX_HORIZON)
-    node = parse_given(
-        preset="analytics",
-        node_memory=node_memory,
-        map_ratio=map_ratio,
-        max_entries=max_entries,
-        cores=cores,
-        profile=profile,
-        churn=churn,
-        any_churn=any_churn,
-        ipv6_churn=ipv6_churn,
-        ipv6_any_churn=ipv6_any_churn,
-        conn_duration=conn_duration,
-        deadline=deadline,
-        rate=rate,
-        calibration=calibration,
-        seed=seed,
-    )
-    # Either IPv6 churn makes the node dual-stack, its IPv6 maps empty at first.
-    v6 = 0 if node.ipv6_churn is not None or node.ipv6_any_churn is not None else None
-    node = replace(node, pods=pods, ipv6_entries=v6, sources=sources)
     return Facts(node, horizon, drift_horizon, replications)
+
+
+def parse_facts(
+    *, drift_horizon: str = DRIFT_HORIZON, replications: int = 1, burst: str | None = None, **flags: object
+) -> Facts:
+    """The flags as typed (run's, and plan's own) -> ``Facts``: for tests and ``ctsim.cli.docs``."""
+    return facts_for(parse_given(**flags), burst=burst, drift_horizon=drift_horizon, replications=replications)
 
 
 @dataclass(frozen=True)
@@ -126,8 +105,7 @@ def steady_state(facts: Facts, gc_interval: float, **override: Any) -> SteadySta
 
     ``gc_interval`` is conntrack-gc-interval (0: adaptive, from a fresh agent's 5m).
     """
-    node = facts.variant(
-        entries=0,
+    node = facts.empty(
         pods=1,
         gc_interval=gc_interval,
         gc_initial_interval=None if gc_interval else CONNTRACK_GC_STARTING_INTERVAL,
@@ -218,20 +196,36 @@ MAX_PLAN_BURST = 1_000
 MAX_PLAN_REPLICATIONS = 200  # each is a whole collapse search's worth of runs
 
 
+# Worst first: a mitigation helps only where its verdict is better than the burst's at the peak, or the same
+# verdict with every pod Ready sooner.
+_WORSE = {Verdict.OK: 0, Verdict.DEGRADED: 1, Verdict.UNFINISHED: 2, Verdict.COLLAPSE: 3}
+
+
+def _helps(mitigated: dict[str, Any], at_peak: dict[str, Any]) -> bool:
+    a, b = _WORSE[mitigated["verdict"]], _WORSE[at_peak["verdict"]]
+    if a != b:
+        return a < b
+    if mitigated["verdict"] == Verdict.OK:
+        return False
+    sooner, then = mitigated["all_ready_s"], at_peak["all_ready_s"]
+    return sooner is not None and (then is None or sooner < then)
+
+
 def plan(facts: Facts) -> dict[str, Any]:
-    base: Scenario = resolve(facts.variant(entries=0, horizon=SEARCH_HORIZON))
-    burst = base.pods
-    overhead = base.regeneration_seconds
+    """Today's table (as ``ctsim run`` on the same flags sees it), the table the churn leads to, and what helps."""
+    today: Scenario = resolve(facts.variant(horizon=SEARCH_HORIZON))
+    now = today.start_walks()
+    burst = today.pods
+    overhead = today.regeneration_seconds
     adaptive = steady_state(facts, 0.0)
     fixed = steady_state(facts, 60.0)
-    capacities = [(base.max_entries, base.any_max_entries), (base.ipv6_max_entries, base.ipv6_any_max_entries)]
+    capacities = [(today.max_entries, today.any_max_entries), (today.ipv6_max_entries, today.ipv6_any_max_entries)]
     peak = [
-        FamilyWalk(family, adaptive.peak_maps[2 * i : 2 * i + 2], base.walk_rate, capacities[i], base.bucket_seconds)
+        FamilyWalk(family, adaptive.peak_maps[2 * i : 2 * i + 2], today.walk_rate, capacities[i], today.bucket_seconds)
         for i, family in enumerate(("ipv4", "ipv6")[: len(adaptive.peak_maps) // 2])
     ]
-    walk = scrub_seconds(peak)
-    at_peak = burst_at(facts, adaptive)
-    fits = safe_burst(peak, base.deadline, overhead)
+    peak_fits = safe_burst(peak, today.deadline, overhead)
+    at_peak = outcome(burst_at(facts, adaptive))
 
     recommendations = []
     fixed_burst = burst_at(facts, fixed)
@@ -243,8 +237,8 @@ def plan(facts: Facts) -> dict[str, Any]:
             "outcome": outcome(fixed_burst),
         }
     )
-    cap = max_entries_for_burst(peak, burst, base.deadline, overhead)
-    if cap < base.max_entries:
+    cap = max_entries_for_burst(peak, burst, today.deadline, overhead)
+    if cap < min(today.max_entries, adaptive.peak_maps[0]):  # a cap the table never reaches changes nothing
         capped = steady_state(facts, 0.0, max_entries=cap)
         capped_burst = burst_at(facts, capped, max_entries=cap)
         recommendations.append(
@@ -255,36 +249,40 @@ def plan(facts: Facts) -> dict[str, Any]:
                 "outcome": outcome(capped_burst),
             }
         )
-    upgrade = get_profile(base.profile).upgrade
-    if upgrade:
+    upgrade = get_profile(today.profile).upgrade
+    if upgrade and facts.node.rate is None:  # --rate fixes every walk, as in run's advice
         batched = burst_at(facts, adaptive, profile=upgrade)
         recommendations.append(
             {
-                "action": "upgrade to a batched-walk release (Cilium >= 1.18)",
+                "action": f"upgrade to a batched-walk release (Cilium >= {get_profile(upgrade).release})",
                 "flag": f"--profile {upgrade}",
                 "peak_entries": adaptive.peak_entries,
                 "outcome": outcome(batched),
             }
         )
     for rec in recommendations:
-        rec["helps"] = rec["outcome"]["verdict"] in (Verdict.OK, Verdict.DEGRADED)
+        rec["helps"] = _helps(rec["outcome"], at_peak)
 
-    collapse_burst = smallest_collapsing_burst(facts, adaptive, (fits or 0) + 1)
+    collapse_burst = smallest_collapsing_burst(facts, adaptive, (peak_fits or 0) + 1)
     return {
-        "inputs": {**base.to_dict(), "drift_horizon": facts.drift_horizon_text},
-        "max_entries": base.max_entries,
-        "any_max_entries": base.any_max_entries,
-        "map_memory_bytes": CTMapSizes(base.max_entries, base.any_max_entries).memory_bytes()
+        "inputs": {**today.to_dict(), "drift_horizon": facts.drift_horizon_text},
+        "max_entries": today.max_entries,
+        "any_max_entries": today.any_max_entries,
+        "map_memory_bytes": CTMapSizes(today.max_entries, today.any_max_entries).memory_bytes()
         + (
-            CTMapSizes(base.ipv6_max_entries, base.ipv6_any_max_entries).memory_bytes(ipv6=True)
+            CTMapSizes(today.ipv6_max_entries, today.ipv6_any_max_entries).memory_bytes(ipv6=True)
             if facts.dual_stack
             else 0
         ),
+        # Today's table, as `ctsim run` with the same flags sees it: its advice.safe_burst is this one.
+        "entries": left_sum(w.entries for w in now),
+        "walk_seconds": scrub_seconds(now),
+        "safe_burst": safe_burst(now, today.deadline, overhead),
+        "safe_burst_means": SAFE_BURST_MEANS,
         "steady_state": {"adaptive": adaptive.to_dict(), "fixed_60s": fixed.to_dict()},
-        "walk_seconds": walk,
-        "safe_burst": fits,
+        "peak": {"walk_seconds": scrub_seconds(peak), "safe_burst": peak_fits},
         "burst": burst,
-        "burst_at_peak": outcome(at_peak),
+        "burst_at_peak": at_peak,
         "collapse": {
             "smallest_burst": collapse_burst,
             "rule": "collapses in 1 h" if facts.replications <= 1 else "collapses in 1 h in at least half the seeds",

@@ -289,35 +289,14 @@ def sweep(
 
 
 @app.command(short_help="Size a node: maps, steady table, walk time, safe burst, mitigations.")
-@prometheus_options
+@live_scenario_options
 def plan(
-    transport: Transport,
-    node_memory: Annotated[str, typer.Option(metavar="BYTES", help="Node memory (64Gi, 2Ti).")] = "64Gi",
-    map_ratio: Annotated[str, typer.Option(metavar="RATIO", help="bpf-map-dynamic-size-ratio.")] = "0.0025",
-    max_entries: Annotated[
-        Str, typer.Option(metavar="COUNT", help="bpf-ct-global-tcp-max, if set (overrides sizing).")
+    scenario: Scenario,
+    live: dict[str, dict[str, str]] | None = None,
+    burst: Annotated[
+        Str, typer.Option(metavar="COUNT", help="The largest pod burst to tolerate (default: --pods).")
     ] = None,
-    cores: Annotated[str, typer.Option(metavar="COUNT", help="Node cores.")] = "16",
-    profile: Annotated[str, typer.Option(metavar="NAME", help=f"{profile_choices()}.")] = DEFAULT_PROFILE,
-    churn: Annotated[
-        str, typer.Option(metavar="RATE", help="New connections: 30/s, 50000/min, or a schedule.")
-    ] = "30/s",
-    any_churn: Annotated[
-        Str, typer.Option(metavar="RATE", help="New non-TCP flows (UDP, DNS) into the non-TCP map, as --churn.")
-    ] = None,
-    ipv6_churn: Annotated[
-        Str, typer.Option(metavar="RATE", help="New IPv6 TCP connections: makes the node dual-stack.")
-    ] = None,
-    ipv6_any_churn: Annotated[
-        Str, typer.Option(metavar="RATE", help="New IPv6 non-TCP flows: makes the node dual-stack.")
-    ] = None,
-    conn_duration: Annotated[Str, typer.Option(metavar="DURATION", help="How long each connection stays open.")] = None,
-    burst: Annotated[str, typer.Option(metavar="COUNT", help="The largest pod burst to tolerate.")] = "50",
-    deadline: Annotated[Str, typer.Option(metavar="DURATION", help="cilium-cni's API client timeout (90s).")] = None,
-    rate: Annotated[Str, typer.Option(metavar="ENTRIES/S", help="Walk rate, entries/s.")] = None,
-    calibration: Annotated[Str, typer.Option(metavar="FILE", help="Walk rates from `ctsim calibrate`.")] = None,
     drift_horizon: Annotated[str, typer.Option(metavar="DURATION", help="How long to let the table grow.")] = "4d",
-    seed: Annotated[int, typer.Option(metavar="INT", help="Random seed.")] = 1,
     replications: Annotated[
         int,
         typer.Option(
@@ -326,52 +305,17 @@ def plan(
         ),
     ] = 1,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
-    from_prometheus: Annotated[
-        Str,
-        typer.Option(metavar="URL", help="Take the node's map capacity, walk rate and deadline from this Prometheus."),
-    ] = None,
-    node: Annotated[Str, typer.Option(metavar="NAME", help="The node to read (the --node-label value).")] = None,
-    node_label: Annotated[
-        str,
-        typer.Option(metavar="LABEL[,LABEL]", help="The label that names a node; of several, the first a series has."),
-    ] = "node,instance",
 ) -> None:
-    """Size a node: CT maps, steady-state table, walk time, safe burst, and simulated mitigations."""
+    """Size a node: today's table, the steady-state table, walk time, safe burst, and simulated mitigations.
+
+    The node is the one `ctsim run` takes with the same flags: the same preset, sizing, counts and walk rate.
+    """
     from ctsim.capacity import plan as planner
 
-    facts = planner.parse_facts(
-        node_memory=node_memory,
-        map_ratio=map_ratio,
-        max_entries=max_entries,
-        cores=cores,
-        profile=profile,
-        churn=churn,
-        any_churn=any_churn,
-        ipv6_churn=ipv6_churn,
-        ipv6_any_churn=ipv6_any_churn,
-        conn_duration=conn_duration,
-        burst=burst,
-        deadline=deadline,
-        rate=rate,
-        calibration=calibration,
-        drift_horizon=drift_horizon,
-        seed=seed,
-        replications=replications,
-    )
-    live: dict[str, tuple[object, str]] = {}
-    if from_prometheus is not None or node is not None:
-        from ctsim.fleet.live import live_inputs, shown, with_live
-
-        # What the series give for the flags plan takes from them, where the user gave none.
-        wanted = {k for k in ("max_entries", "rate", "deadline") if getattr(facts.node, k) is None}
-        live = live_inputs(wanted, from_prometheus, node, node_label, transport, profile, calibration)
-        facts = dataclasses.replace(facts, node=with_live(facts.node, live, node or ""))
+    facts = planner.facts_for(scenario.given, burst=burst, drift_horizon=drift_horizon, replications=replications)
     doc = planner.plan(facts)
     if live:
-        doc["live"] = {
-            flag: {"value": shown(flag, value), "series": series, "node": node}
-            for flag, (value, series) in live.items()
-        }
+        doc["live"] = live
     if as_json:
         _print_json(doc)
         return

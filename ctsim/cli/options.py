@@ -263,8 +263,9 @@ def transport(values: dict[str, Any]) -> Any:
 
 
 # What the decorators hand a command, not flags of its own: ``flags`` is the scenario flags as typed, for a
-# command that shows them (a sweep's rows, a replication's ``ctsim run`` line).
-_BUILT = frozenset({"scenario", "transport", "flags"})
+# command that shows them (a sweep's rows, a replication's ``ctsim run`` line); ``live``, what a live node's
+# series gave (field -> value, series, node).
+_BUILT = frozenset({"scenario", "transport", "flags", "live"})
 
 
 def _adding(
@@ -307,8 +308,10 @@ def live_scenario_options(command: Callable[..., Any]) -> Callable[..., Any]:
             return {"scenario": resolve(given), "flags": flags}
         from ctsim.fleet.live import from_prometheus
 
-        scenario, shown = from_prometheus(given, url, node, values["node_label"], transport(values))
-        return {"scenario": scenario, "flags": {**flags, **shown}}
+        scenario, live = from_prometheus(given, url, node, values["node_label"], transport(values))
+        shown = {k: value for k, (value, _) in live.items()}
+        read = {k: {"value": value, "series": series, "node": node} for k, (value, series) in live.items()}
+        return {"scenario": scenario, "flags": {**flags, **shown}, "live": read}
 
     return _adding(command, {**SCENARIO_FLAGS, **LIVE_FLAGS, **PROMETHEUS_FLAGS}, build)
 

@@ -292,10 +292,19 @@ def render_plan(doc: dict, console: Terminal | None = None) -> None:
         f"Churn {churn}: the table peaks at {a['peak_entries']:,} entries under the adaptive GC "
         f"({drift}), {f['peak_entries']:,} with conntrack-gc-interval 60s"
     )
-    fits = "any burst" if doc["safe_burst"] is None else f"{doc['safe_burst']} pods"
+
+    def fits(n: int | None) -> str:
+        return "any burst" if n is None else f"{n} pod{'' if n == 1 else 's'}"
+
     console.print(
-        f"At the peak one scrub walks for {doc['walk_seconds']:.1f} s at {i['walk_rate']:,.0f} entries/s; "
-        f"the largest burst whose scrubs fit {format_duration(i['deadline'])}: {fits}"
+        f"Today's table: {doc['entries']:,.0f} entries, one scrub walks for {doc['walk_seconds']:.1f} s at "
+        f"{i['walk_rate']:,.0f} entries/s; the largest burst whose scrubs fit {format_duration(i['deadline'])}: "
+        f"{fits(doc['safe_burst'])} (as `ctsim run` advises on the same flags)"
+    )
+    peak = doc["peak"]
+    console.print(
+        f"At the peak one scrub walks for {peak['walk_seconds']:.1f} s; the largest burst whose scrubs fit: "
+        f"{fits(peak['safe_burst'])}"
     )
     burst = doc["burst_at_peak"]
     style = _VERDICT_STYLE.get(burst["verdict"], "bold")

@@ -47,6 +47,11 @@ _RANKS = {Level.OK: 0, Level.WARNING: 1, Level.CRITICAL: 2, Level.UNKNOWN: -1}
 LEVELS = (Level.OK, Level.WARNING, Level.CRITICAL)  # in rank order
 WARNING_RATIO = 0.5
 CRITICAL_RATIO = 1.0
+# What every "safe burst" ctsim and ctwatch report means: run's advice, plan, the fleet's rows, ctwatch_safe_burst_pods.
+SAFE_BURST_MEANS = (
+    "the largest burst of pod creates whose scrubs, queued on the per-family locks at once, all end "
+    "(with the regeneration) within the deadline; the API limiter may still answer some with HTTP 429"
+)
 
 
 def level_of(ratio: float, warning: float = WARNING_RATIO, critical: float = CRITICAL_RATIO) -> Level:

@@ -117,10 +117,10 @@ def live_inputs(
 
 def from_prometheus(
     given: Given, url: str | None, node: str | None, node_label: str, transport: Transport
-) -> tuple[Scenario, dict[str, str]]:
+) -> tuple[Scenario, dict[str, tuple[str, str]]]:
     """A live node's series under what the user gave: every input they give, unless the user gave it.
 
-    Returns the scenario and the live inputs as the flags a user would type (for rows that show them).
+    Returns the scenario and each live input: field -> (the flag's value a user would type, its series).
     """
     from ctsim.inputs.scenario import resolve
 
@@ -133,4 +133,6 @@ def from_prometheus(
         f"from Prometheus: {node}'s series gave {taken}; churn, GC drift and cores are still the preset's "
         "(the inputs block says which)"
     )
-    return replace(scenario, notes=(*scenario.notes, note)), {k: shown(k, v) for k, (v, _) in used.items()}
+    return replace(scenario, notes=(*scenario.notes, note)), {
+        k: (shown(k, v), series) for k, (v, series) in used.items()
+    }

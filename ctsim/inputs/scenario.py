@@ -120,6 +120,20 @@ class Scenario:
     def origin(self, name: str) -> str:
         return dict(self.origins).get(name, "")
 
+    def start_walks(self) -> list[FamilyWalk]:
+        """Each family's walk of the table at t=0: what run's advice and plan's safe burst project."""
+        walks = [
+            FamilyWalk(
+                "ipv4", (self.entries, self.any_entries), self.walk_rate, (self.max_entries, self.any_max_entries),
+                self.bucket_seconds,
+            )
+        ]  # fmt: skip
+        if self.ipv6_entries is not None:
+            caps = (self.ipv6_max_entries, self.ipv6_any_max_entries)
+            entries = (self.ipv6_entries, self.ipv6_any_entries)
+            walks.append(FamilyWalk("ipv6", entries, self.walk_rate, caps, self.bucket_seconds))
+        return walks
+
     def to_dict(self) -> dict[str, object]:
         d = asdict(self)
         for name in ("churn", "any_churn", "ipv6_churn", "ipv6_any_churn"):

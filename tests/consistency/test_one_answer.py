@@ -74,3 +74,29 @@ def test_a_collapse_always_has_its_stall(horizon: str, entries: str) -> None:
     if r.verdict == "collapse":
         assert r.stall is not None
     assert r.verdict != "ok" or r.pods_ready == 50
+
+
+PLANNED = {
+    "the incident": {"entries": "16M", "pods": "50"},
+    "64 GiB, non-TCP heavy": {
+        "node_memory": "64Gi", "map_ratio": "0.0025", "entries": "1.2M", "any_entries": "400k",
+        "churn": "20000/min", "pods": "30",
+    },
+    "standard": {"preset": "standard", "pods": "10"},
+    "dual stack, batched": {"entries": "8M", "ipv6_entries": "4M", "pods": "10", "profile": "cilium-1.18"},
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("node", PLANNED)
+def test_plan_and_run_give_one_safe_burst_for_one_node(node: str) -> None:
+    from ctsim.capacity import plan as planner
+
+    flags = PLANNED[node]
+    doc = planner.plan(planner.parse_facts(**flags, drift_horizon="1d"))
+    run = simulate(resolve_flags(**flags, horizon="1s")).to_dict()
+    assert doc["safe_burst"] == run["advice"]["safe_burst"]
+    assert doc["walk_seconds"] == pytest.approx(run["walk_seconds"], rel=1e-12)
+    at_peak = doc["burst_at_peak"]
+    for rec in doc["recommendations"]:  # ticked only where simulating it changed the answer
+        if rec["outcome"]["verdict"] == at_peak["verdict"] == "ok":
+            assert not rec["helps"]
