@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctsim.core.errors import InputError
-from ctsim.inputs.given import MAX_DEADLINE, MAX_HORIZON, MAX_PODS, MIN_GC_INTERVAL
+from ctsim.inputs.given import MAX_DEADLINE, MAX_HORIZON, MAX_PODS, MIN_GC_INTERVAL, parse_given
 from ctsim.inputs.scenario import resolve_flags
 
 DATA = Path(__file__).parent / "data"
@@ -153,6 +153,10 @@ def test_generated_flag_values_resolve_or_fail_in_one_line(flags: dict[str, str]
     assert s.gc_interval == 0 or s.gc_interval >= MIN_GC_INTERVAL
 
 
-@pytest.mark.parametrize("value", ["0", "1,000,000", "16Mi", "1_000"])
-def test_counts_people_write(value: str) -> None:
-    resolve_flags(entries=value)
+@pytest.mark.parametrize(
+    ("value", "count"),
+    [("0", 0), ("1,000,000", 1_000_000), ("16Mi", 16 * 2**20), ("16M", 16_000_000), ("1_000", 1_000), ("2.5k", 2_500)],
+)
+def test_counts_people_write(value: str, count: int) -> None:
+    assert parse_given(entries=value).entries == count
+    assert resolve_flags(entries=value, max_entries="16Mi").entries == count

@@ -9,7 +9,7 @@ each run through the model before it is recommended.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from ctsim.core.defaults import CONNTRACK_GC_MAX_LRU_INTERVAL, CONNTRACK_GC_STARTING_INTERVAL
@@ -140,17 +140,34 @@ def burst_at(facts: Facts, state: SteadyState, burst: int | None = None, **overr
     return simulate(resolve(node))
 
 
-def outcome(r: Result) -> dict[str, Any]:
-    return {
-        "verdict": r.verdict,
-        "walk_seconds": r.walk_seconds,
-        "table_entries": r.entries_at_start,
-        "pods_ready": r.pods_ready,
-        "ready_first_attempt": r.ready_first_attempt,
-        "all_ready_s": r.recovered_at,
-        "add_timeouts": r.counters.add_timeouts,
-        "add_429": r.counters.add_429,
-    }
+@dataclass(frozen=True)
+class Outcome:
+    """What one burst came to, in the figures plan shows for it."""
+
+    verdict: Verdict
+    walk_seconds: float
+    table_entries: int
+    pods_ready: int
+    ready_first_attempt: int
+    all_ready_s: float | None
+    add_timeouts: int
+    add_429: int
+
+    @classmethod
+    def of(cls, r: Result) -> Outcome:
+        return cls(
+            verdict=r.verdict,
+            walk_seconds=r.walk_seconds,
+            table_entries=r.entries_at_start,
+            pods_ready=r.pods_ready,
+            ready_first_attempt=r.ready_first_attempt,
+            all_ready_s=r.recovered_at,
+            add_timeouts=r.counters.add_timeouts,
+            add_429=r.counters.add_429,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 def collapse_share(facts: Facts, state: SteadyState, burst: int) -> float:
@@ -201,17 +218,91 @@ MAX_PLAN_REPLICATIONS = 200  # each is a whole collapse search's worth of runs
 _WORSE = {Verdict.OK: 0, Verdict.DEGRADED: 1, Verdict.UNFINISHED: 2, Verdict.COLLAPSE: 3}
 
 
-def _helps(mitigated: dict[str, Any], at_peak: dict[str, Any]) -> bool:
-    a, b = _WORSE[mitigated["verdict"]], _WORSE[at_peak["verdict"]]
+def _helps(mitigated: Outcome, at_peak: Outcome) -> bool:
+    a, b = _WORSE[mitigated.verdict], _WORSE[at_peak.verdict]
     if a != b:
         return a < b
-    if mitigated["verdict"] == Verdict.OK:
+    if mitigated.verdict == Verdict.OK:
         return False
-    sooner, then = mitigated["all_ready_s"], at_peak["all_ready_s"]
+    sooner, then = mitigated.all_ready_s, at_peak.all_ready_s
     return sooner is not None and (then is None or sooner < then)
 
 
-def plan(facts: Facts) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Recommendation:
+    """One mitigation, run through the model at the table it leads to."""
+
+    action: str
+    flag: str  # what to add to `ctsim plan` (or `run`) to see it
+    peak_entries: int
+    outcome: Outcome
+    helps: bool  # better than the burst at the peak: a better verdict, or all Ready sooner
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "action": self.action,
+            "flag": self.flag,
+            "peak_entries": self.peak_entries,
+            "outcome": self.outcome.to_dict(),
+            "helps": self.helps,
+        }
+
+
+@dataclass(frozen=True)
+class CapacityPlan:
+    """``ctsim plan``'s answer: today's table, the table the churn leads to, and what helps."""
+
+    today: Scenario  # the node as `ctsim run` takes it on the same flags
+    drift_horizon: str  # as typed
+    map_memory_bytes: int
+    entries: float  # today's table: run's advice.safe_burst is this one's
+    walk_seconds: float
+    safe_burst: int | None
+    adaptive: SteadyState
+    fixed_60s: SteadyState
+    peak_walk_seconds: float
+    peak_safe_burst: int | None
+    burst_at_peak: Outcome
+    smallest_collapsing_burst: int | None
+    replications: int
+    recommendations: tuple[Recommendation, ...]
+    live: dict[str, dict[str, str]] | None = field(default=None, compare=False)  # flags a live series stood for
+
+    @property
+    def burst(self) -> int:
+        return self.today.pods
+
+    @property
+    def collapse_rule(self) -> str:
+        return "collapses in 1 h" if self.replications <= 1 else "collapses in 1 h in at least half the seeds"
+
+    def to_dict(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {
+            "inputs": {**self.today.to_dict(), "drift_horizon": self.drift_horizon},
+            "max_entries": self.today.max_entries,
+            "any_max_entries": self.today.any_max_entries,
+            "map_memory_bytes": self.map_memory_bytes,
+            "entries": self.entries,
+            "walk_seconds": self.walk_seconds,
+            "safe_burst": self.safe_burst,
+            "safe_burst_means": SAFE_BURST_MEANS,
+            "steady_state": {"adaptive": self.adaptive.to_dict(), "fixed_60s": self.fixed_60s.to_dict()},
+            "peak": {"walk_seconds": self.peak_walk_seconds, "safe_burst": self.peak_safe_burst},
+            "burst": self.burst,
+            "burst_at_peak": self.burst_at_peak.to_dict(),
+            "collapse": {
+                "smallest_burst": self.smallest_collapsing_burst,
+                "rule": self.collapse_rule,
+                "replications": self.replications,
+            },
+            "recommendations": [r.to_dict() for r in self.recommendations],
+        }
+        if self.live:
+            doc["live"] = self.live
+        return doc
+
+
+def plan(facts: Facts) -> CapacityPlan:
     """Today's table (as ``ctsim run`` on the same flags sees it), the table the churn leads to, and what helps."""
     today: Scenario = resolve(facts.variant(horizon=SEARCH_HORIZON))
     now = today.start_walks()
@@ -225,68 +316,53 @@ def plan(facts: Facts) -> dict[str, Any]:
         for i, family in enumerate(("ipv4", "ipv6")[: len(adaptive.peak_maps) // 2])
     ]
     peak_fits = safe_burst(peak, today.deadline, overhead)
-    at_peak = outcome(burst_at(facts, adaptive))
+    at_peak = Outcome.of(burst_at(facts, adaptive))
 
-    recommendations = []
-    fixed_burst = burst_at(facts, fixed)
-    recommendations.append(
-        {
-            "action": "set conntrack-gc-interval to 60s",
-            "flag": "--gc-interval 60s",
-            "peak_entries": fixed.peak_entries,
-            "outcome": outcome(fixed_burst),
-        }
-    )
+    candidates: list[tuple[str, str, int, Outcome]] = [
+        (
+            "set conntrack-gc-interval to 60s",
+            "--gc-interval 60s",
+            fixed.peak_entries,
+            Outcome.of(burst_at(facts, fixed)),
+        )
+    ]
     cap = max_entries_for_burst(peak, burst, today.deadline, overhead)
     if cap < min(today.max_entries, adaptive.peak_maps[0]):  # a cap the table never reaches changes nothing
         capped = steady_state(facts, 0.0, max_entries=cap)
-        capped_burst = burst_at(facts, capped, max_entries=cap)
-        recommendations.append(
-            {
-                "action": f"cap the TCP CT map at {cap:,} entries (bpf-ct-global-tcp-max)",
-                "flag": f"--max-entries {cap}",
-                "peak_entries": capped.peak_entries,
-                "outcome": outcome(capped_burst),
-            }
+        candidates.append(
+            (
+                f"cap the TCP CT map at {cap:,} entries (bpf-ct-global-tcp-max)",
+                f"--max-entries {cap}",
+                capped.peak_entries,
+                Outcome.of(burst_at(facts, capped, max_entries=cap)),
+            )
         )
     upgrade = get_profile(today.profile).upgrade
     if upgrade and facts.node.rate is None:  # --rate fixes every walk, as in run's advice
-        batched = burst_at(facts, adaptive, profile=upgrade)
-        recommendations.append(
-            {
-                "action": f"upgrade to a batched-walk release (Cilium >= {get_profile(upgrade).release})",
-                "flag": f"--profile {upgrade}",
-                "peak_entries": adaptive.peak_entries,
-                "outcome": outcome(batched),
-            }
+        candidates.append(
+            (
+                f"upgrade to a batched-walk release (Cilium >= {get_profile(upgrade).release})",
+                f"--profile {upgrade}",
+                adaptive.peak_entries,
+                Outcome.of(burst_at(facts, adaptive, profile=upgrade)),
+            )
         )
-    for rec in recommendations:
-        rec["helps"] = _helps(rec["outcome"], at_peak)
-
-    collapse_burst = smallest_collapsing_burst(facts, adaptive, (peak_fits or 0) + 1)
-    return {
-        "inputs": {**today.to_dict(), "drift_horizon": facts.drift_horizon_text},
-        "max_entries": today.max_entries,
-        "any_max_entries": today.any_max_entries,
-        "map_memory_bytes": CTMapSizes(today.max_entries, today.any_max_entries).memory_bytes()
-        + (
-            CTMapSizes(today.ipv6_max_entries, today.ipv6_any_max_entries).memory_bytes(ipv6=True)
-            if facts.dual_stack
-            else 0
-        ),
-        # Today's table, as `ctsim run` with the same flags sees it: its advice.safe_burst is this one.
-        "entries": left_sum(w.entries for w in now),
-        "walk_seconds": scrub_seconds(now),
-        "safe_burst": safe_burst(now, today.deadline, overhead),
-        "safe_burst_means": SAFE_BURST_MEANS,
-        "steady_state": {"adaptive": adaptive.to_dict(), "fixed_60s": fixed.to_dict()},
-        "peak": {"walk_seconds": scrub_seconds(peak), "safe_burst": peak_fits},
-        "burst": burst,
-        "burst_at_peak": at_peak,
-        "collapse": {
-            "smallest_burst": collapse_burst,
-            "rule": "collapses in 1 h" if facts.replications <= 1 else "collapses in 1 h in at least half the seeds",
-            "replications": facts.replications,
-        },
-        "recommendations": recommendations,
-    }
+    memory = CTMapSizes(today.max_entries, today.any_max_entries).memory_bytes()
+    if facts.dual_stack:
+        memory += CTMapSizes(today.ipv6_max_entries, today.ipv6_any_max_entries).memory_bytes(ipv6=True)
+    return CapacityPlan(
+        today=today,
+        drift_horizon=facts.drift_horizon_text,
+        map_memory_bytes=memory,
+        entries=left_sum(w.entries for w in now),
+        walk_seconds=scrub_seconds(now),
+        safe_burst=safe_burst(now, today.deadline, overhead),
+        adaptive=adaptive,
+        fixed_60s=fixed,
+        peak_walk_seconds=scrub_seconds(peak),
+        peak_safe_burst=peak_fits,
+        burst_at_peak=at_peak,
+        smallest_collapsing_burst=smallest_collapsing_burst(facts, adaptive, (peak_fits or 0) + 1),
+        replications=facts.replications,
+        recommendations=tuple(Recommendation(*c, helps=_helps(c[3], at_peak)) for c in candidates),
+    )

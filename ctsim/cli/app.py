@@ -168,10 +168,9 @@ def emulate(
         scenario = dataclasses.replace(
             scenario, notes=(*scenario.notes, "churn is not emulated: both sides run without it")
         )
-    report = em.run(scenario, time_scale, real_rate, delete_s)
-    report["rate"] = {"entries_per_s": real_rate, "source": how}
+    report = em.run(scenario, time_scale, real_rate, delete_s, rate_source=how)
     if as_json:
-        _print_json(report)
+        _print_json(report.to_dict())
         return
     from ctsim.cli.tables import render_emulation
 
@@ -313,15 +312,13 @@ def plan(
     from ctsim.capacity import plan as planner
 
     facts = planner.facts_for(scenario.given, burst=burst, drift_horizon=drift_horizon, replications=replications)
-    doc = planner.plan(facts)
-    if live:
-        doc["live"] = live
+    answer = dataclasses.replace(planner.plan(facts), live=live)
     if as_json:
-        _print_json(doc)
+        _print_json(answer.to_dict())
         return
     from ctsim.cli.report import render_plan
 
-    render_plan(doc)
+    render_plan(answer)
 
 
 @app.command(short_help="Rank every node a Prometheus knows by scrub risk; simulate the riskiest.")
@@ -454,15 +451,15 @@ def calibrate(
     if output is not None:
         check_writable(output, "--output")
     cal.probe()
-    doc = _with_progress(lambda progress: cal.calibrate(plan, progress), announce=True)
+    measured = _with_progress(lambda progress: cal.calibrate(plan, progress), announce=True)
     if output:
-        dump(doc, output)
+        dump(measured.to_dict(), output)
     if as_json:
-        _print_json(doc)
+        _print_json(measured.to_dict())
         return
     from ctsim.cli.tables import render_calibration
 
-    render_calibration(doc, output)
+    render_calibration(measured, output)
 
 
 def _check_plot(path: str, flag: str) -> None:

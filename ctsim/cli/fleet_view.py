@@ -21,7 +21,7 @@ _LEVEL_STYLE = {"critical": "bold red", "warning": "bold yellow", "ok": "green",
 
 
 def _total(r: NodeRisk, key: str) -> int | None:
-    values = [m[key] for m in r.maps.values()]
+    values = [getattr(m, key) for m in r.maps.values()]
     return sum(values) if values and all(v is not None for v in values) else None
 
 
@@ -34,7 +34,7 @@ def _eta(seconds: float | None) -> str:
 
 
 def _rate_sources(r: NodeRisk) -> str:
-    return "; ".join(sorted({v["source"] for v in r.walk_rate.values()}))
+    return "; ".join(sorted({v.source for v in r.walk_rate.values()}))
 
 
 def _dash(value: object, show: Callable[[Any], str] = str) -> str:
@@ -42,12 +42,13 @@ def _dash(value: object, show: Callable[[Any], str] = str) -> str:
 
 
 def _verdict(r: NodeRisk) -> str:
-    sim = r.simulated or {}
-    verdict = sim.get("verdict", "")
-    if "replications" in sim:
-        count = sim["replications"]["summary"]["verdicts"][verdict]["count"]
-        verdict = f"{verdict} {count}/{len(sim['replications']['seeds'])}"
-    return verdict
+    sim = r.simulated
+    if sim is None:
+        return ""
+    if sim.replications is None:
+        return sim.verdict
+    count = sim.replications["summary"]["verdicts"][sim.verdict]["count"]
+    return f"{sim.verdict} {count}/{len(sim.replications['seeds'])}"
 
 
 class Column(NamedTuple):
@@ -61,7 +62,7 @@ class Column(NamedTuple):
 
 
 def _sim(key: str) -> Callable[[int, NodeRisk], Any]:
-    return lambda i, r: (r.simulated or {}).get(key)
+    return lambda i, r: getattr(r.simulated, key) if r.simulated is not None else None
 
 
 # Every column of a row, in order: a new figure is one entry here (its JSON key is NodeRisk's field).
@@ -127,7 +128,7 @@ COLUMNS: tuple[Column, ...] = (
         "walk_rate_source",
         lambda i, r: _rate_sources(r),
         "rate from",
-        lambda i, r: "; ".join(sorted({v["short"] for v in r.walk_rate.values()})) or "—",
+        lambda i, r: "; ".join(sorted({v.short for v in r.walk_rate.values()})) or "—",
     ),
     Column("observed_gc_seconds_ipv4", lambda i, r: r.observed_gc_seconds.get("ipv4")),
     Column("observed_ct_clean_seconds", lambda i, r: r.observed_ct_clean_seconds),

@@ -14,6 +14,7 @@ from ctsim.sim.result import STALL, Result, Verdict, percentile
 
 if TYPE_CHECKING:
     from ctsim.capacity.mitigations import Mitigation
+    from ctsim.capacity.plan import CapacityPlan
 
 _VERDICT_STYLE = {Verdict.OK: "bold green", Verdict.DEGRADED: "bold yellow", Verdict.COLLAPSE: "bold red"}
 
@@ -266,69 +267,68 @@ def render_replications(summary: dict, seed: int, console: Terminal | None = Non
         console.print("Across them: " + "; ".join(spread) + ".")
 
 
-def render_plan(doc: dict, console: Terminal | None = None) -> None:
+def render_plan(plan: CapacityPlan, console: Terminal | None = None) -> None:
     """The capacity answers, then each mitigation with what the model says it does."""
     console = console or Terminal()
     b = console.style
-    i = doc["inputs"]
-    mem = doc["map_memory_bytes"] / 2**20
-    for flag, live in doc.get("live", {}).items():
+    today = plan.today
+    for flag, live in (plan.live or {}).items():
         console.print(f"--{flag.replace('_', '-')} {live['value']}: live, {live['series']} of {live['node']}")
     console.print(
-        f"CT maps: TCP {doc['max_entries']:,} + non-TCP {doc['any_max_entries']:,} entries "
-        f"{'per family, dual stack ' if i['ipv6_entries'] is not None else ''}"
-        f"({i['max_entries_source']}); ~{mem:,.0f} MiB of keys and values"
+        f"CT maps: TCP {today.max_entries:,} + non-TCP {today.any_max_entries:,} entries "
+        f"{'per family, dual stack ' if today.ipv6_entries is not None else ''}"
+        f"({today.max_entries_source}); ~{plan.map_memory_bytes / 2**20:,.0f} MiB of keys and values"
     )
-    a, f = doc["steady_state"]["adaptive"], doc["steady_state"]["fixed_60s"]
+    a, f = plan.adaptive, plan.fixed_60s
     drift = (
-        f"the interval stays under 12h for {i['drift_horizon']}"
-        if a["drift_to_cap_s"] is None
-        else f"interval reaches 12h after {format_duration(a['drift_to_cap_s'])}"
+        f"the interval stays under 12h for {plan.drift_horizon}"
+        if a.drift_to_cap_s is None
+        else f"interval reaches 12h after {format_duration(a.drift_to_cap_s)}"
     )
-    churn = i["churn"]["schedule"]
-    if i["any_churn"]["segments"][0]["per_second"] or len(i["any_churn"]["segments"]) > 1:
-        churn = f"{churn} TCP + {i['any_churn']['schedule']} non-TCP"
+    churn = today.churn.describe()
+    if today.any_churn.segments[0][0] or len(today.any_churn.segments) > 1:
+        churn = f"{churn} TCP + {today.any_churn.describe()} non-TCP"
     console.print(
-        f"Churn {churn}: the table peaks at {a['peak_entries']:,} entries under the adaptive GC "
-        f"({drift}), {f['peak_entries']:,} with conntrack-gc-interval 60s"
+        f"Churn {churn}: the table peaks at {a.peak_entries:,} entries under the adaptive GC "
+        f"({drift}), {f.peak_entries:,} with conntrack-gc-interval 60s"
     )
 
     def fits(n: int | None) -> str:
         return "any burst" if n is None else f"{n} pod{'' if n == 1 else 's'}"
 
     console.print(
-        f"Today's table: {doc['entries']:,.0f} entries, one scrub walks for {doc['walk_seconds']:.1f} s at "
-        f"{i['walk_rate']:,.0f} entries/s; the largest burst whose scrubs fit {format_duration(i['deadline'])}: "
-        f"{fits(doc['safe_burst'])} (as `ctsim run` advises on the same flags)"
+        f"Today's table: {plan.entries:,.0f} entries, one scrub walks for {plan.walk_seconds:.1f} s at "
+        f"{today.walk_rate:,.0f} entries/s; the largest burst whose scrubs fit {format_duration(today.deadline)}: "
+        f"{fits(plan.safe_burst)} (as `ctsim run` advises on the same flags)"
     )
-    peak = doc["peak"]
     console.print(
-        f"At the peak one scrub walks for {peak['walk_seconds']:.1f} s; the largest burst whose scrubs fit: "
-        f"{fits(peak['safe_burst'])}"
+        f"At the peak one scrub walks for {plan.peak_walk_seconds:.1f} s; the largest burst whose scrubs fit: "
+        f"{fits(plan.peak_safe_burst)}"
     )
-    burst = doc["burst_at_peak"]
-    style = _VERDICT_STYLE.get(burst["verdict"], "bold")
+    burst = plan.burst_at_peak
+    style = _VERDICT_STYLE.get(burst.verdict, "bold")
     console.print(
-        f"A {doc['burst']}-pod burst at the peak: {b(burst['verdict'].upper(), style)} "
-        f"({burst['pods_ready']} Ready, {burst['ready_first_attempt']} at the first attempt, "
-        f"{burst['add_timeouts']} ADD timeouts, {burst['add_429']} HTTP 429)"
+        f"A {plan.burst}-pod burst at the peak: {b(burst.verdict.upper(), style)} "
+        f"({burst.pods_ready} Ready, {burst.ready_first_attempt} at the first attempt, "
+        f"{burst.add_timeouts} ADD timeouts, {burst.add_429} HTTP 429)"
     )
-    collapse = doc["collapse"]["smallest_burst"]
-    r = doc["collapse"].get("replications", 1)
+    from ctsim.capacity.plan import MAX_BURST_SEARCHED
+
+    collapse, r = plan.smallest_collapsing_burst, plan.replications
     half = f" in at least half of {r} seeds" if r > 1 else ""
     console.print(
-        f"No burst of up to 400 pods collapses the node at the peak{half}."
+        f"No burst of up to {MAX_BURST_SEARCHED} pods collapses the node at the peak{half}."
         if collapse is None
         else f"The node collapses from a burst of {collapse} pods at the peak table{half}."
     )
     console.print()
     console.print("Mitigations (each simulated at the table it leads to):")
-    for rec in doc["recommendations"]:
-        o = rec["outcome"]
-        ready = "—" if o["all_ready_s"] is None else format_duration(o["all_ready_s"])
-        mark = b("✔", "green") if rec["helps"] else b("✘", "red")
+    for rec in plan.recommendations:
+        o = rec.outcome
+        ready = "—" if o.all_ready_s is None else format_duration(o.all_ready_s)
+        mark = b("✔", "green") if rec.helps else b("✘", "red")
         console.print(
-            f" {mark} {rec['action']}: table ≤ {rec['peak_entries']:,}, walk {o['walk_seconds']:.2f} s, "
-            f"{doc['burst']}-pod burst {o['verdict']} ({o['pods_ready']} Ready, all by {ready}; "
-            f"{o['add_429']} HTTP 429)"
+            f" {mark} {rec.action}: table ≤ {rec.peak_entries:,}, walk {o.walk_seconds:.2f} s, "
+            f"{plan.burst}-pod burst {o.verdict} ({o.pods_ready} Ready, all by {ready}; "
+            f"{o.add_429} HTTP 429)"
         )

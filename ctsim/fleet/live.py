@@ -44,19 +44,19 @@ def node_inputs(risk: NodeRisk) -> Live:
         name = CT_MAPS[family][index]
         if name in risk.maps:
             m = risk.maps[name]
-            out[flag] = (int(m["entries"]), m["entries_source"])
+            out[flag] = (m.entries, m.entries_source)
     if "ipv6_any_entries" in out and "ipv6_entries" not in out:
         out["ipv6_entries"] = (0, "no cilium_ct6_global series: taken as empty")
     tcp = risk.maps.get(CT_MAPS["ipv4"][0])
-    if tcp is not None and tcp["max_entries"]:
-        out["max_entries"] = (int(tcp["max_entries"]), tcp["capacity_source"])
+    if tcp is not None and tcp.max_entries:
+        out["max_entries"] = (tcp.max_entries, tcp.capacity_source)
     v6 = risk.maps.get(CT_MAPS["ipv6"][0])
-    if v6 is not None and v6["max_entries"]:
-        out["ipv6_max_entries"] = (int(v6["max_entries"]), v6["capacity_source"])
+    if v6 is not None and v6.max_entries:
+        out["ipv6_max_entries"] = (v6.max_entries, v6.capacity_source)
     rate = risk.walk_rate.get("ipv4")
-    if rate is not None and rate["source"].startswith("ctwatch_"):
+    if rate is not None and rate.source.startswith("ctwatch_"):
         # --rate takes whole entries/s: a measured rate is modelled as the same flag would model it
-        out["rate"] = (float(round(rate["entries_per_second"])), rate["source"])
+        out["rate"] = (float(round(rate.entries_per_second)), rate.source)
     if risk.deadline_source == "ctwatch_deadline_seconds":
         out["deadline"] = (float(risk.deadline), risk.deadline_source)
     return out

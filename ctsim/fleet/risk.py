@@ -11,7 +11,7 @@ to project are listed last, with what is missing.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ctsim.core.defaults import CLIENT_TIMEOUT, CT_MAPS, DEFAULT_REGENERATION, FAMILY_OF_MAP
@@ -48,6 +48,47 @@ class Assumptions:
     regeneration: float = DEFAULT_REGENERATION
 
 
+@dataclass(frozen=True)
+class MapFigures:
+    """One CT map of a node: its count and capacity, each with the series it came from."""
+
+    family: str
+    entries: int
+    max_entries: int | None
+    entries_source: str
+    capacity_source: str
+
+
+@dataclass(frozen=True)
+class FamilyRate:
+    """A family's walk rate and where it came from: a ctwatch series, a fleet-wide flag, or the profile."""
+
+    entries_per_second: float
+    source: str
+    short: str  # in a table cell
+
+
+@dataclass
+class Simulated:
+    """``--simulate``: the model's answer on this node's own facts, and the command that reproduces it."""
+
+    verdict: str
+    recovered_at_s: float | None
+    latency_p90_s: float | None
+    add_timeouts: int
+    command: str
+    verdict_share: float | None = None  # with --replications: the most common verdict's share of the seeds
+    verdict_ci95: list[float] | None = None
+    replications: dict[str, Any] | None = None  # {"seeds", "summary"} as `ctsim run --replications` gives them
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        return d if self.replications is not None else {k: v for k, v in d.items() if k not in _REPLICATED}
+
+
+_REPLICATED = ("verdict_share", "verdict_ci95", "replications")
+
+
 @dataclass
 class NodeRisk:
     node: str
@@ -57,8 +98,8 @@ class NodeRisk:
     pods_source: str
     deadline: float
     deadline_source: str
-    maps: dict[str, dict[str, Any]] = field(default_factory=dict)
-    walk_rate: dict[str, dict[str, Any]] = field(default_factory=dict)  # family -> {entries_per_second, source}
+    maps: dict[str, MapFigures] = field(default_factory=dict)  # by pinned name
+    walk_rate: dict[str, FamilyRate] = field(default_factory=dict)  # by family
     walk_seconds: dict[str, float] = field(default_factory=dict)  # family -> TCP + non-TCP walk
     scrub_seconds: float | None = None  # one scrub on an idle node: every family's walk
     burst_seconds: float | None = None
@@ -73,14 +114,20 @@ class NodeRisk:
     ctwatch_level: Level | None = None
     flags: list[str] = field(default_factory=list)
     unknown: list[str] = field(default_factory=list)  # why a figure is missing
-    simulated: dict[str, Any] | None = None  # --simulate: the model's verdict on this node
+    simulated: Simulated | None = None  # --simulate: the model's verdict on this node
 
     @property
     def known(self) -> bool:
         return self.deadline_ratio is not None
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in self.__dict__.items()}
+        d: dict[str, Any] = {
+            k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in self.__dict__.items()
+        }
+        d["maps"] = {name: asdict(m) for name, m in self.maps.items()}
+        d["walk_rate"] = {family: asdict(w) for family, w in self.walk_rate.items()}
+        d["simulated"] = self.simulated.to_dict() if self.simulated is not None else None
+        return d
 
 
 def _capacity(facts: NodeFacts, name: str, a: Assumptions) -> tuple[int | None, str]:
@@ -116,13 +163,7 @@ def _maps(facts: NodeFacts, a: Assumptions, risk: NodeRisk) -> dict[str, tuple[t
                 per_s = m.growth * cap if m.growth is not None else None
             if entries is None:
                 continue
-            risk.maps[name] = {
-                "family": family,
-                "entries": round(entries),
-                "max_entries": cap,
-                "entries_source": m.entries_series,
-                "capacity_source": cap_source,
-            }
+            risk.maps[name] = MapFigures(family, round(entries), cap, m.entries_series, cap_source)
             counts.append(entries)
             caps.append(cap or 0)
             if per_s is not None:
@@ -187,7 +228,7 @@ def assess(facts: NodeFacts, a: Assumptions) -> NodeRisk:
             short = a.profile.name
         walk = FamilyWalk(family, counts, rate, caps if buckets else (), buckets)
         walks.append(walk)
-        risk.walk_rate[family] = {"entries_per_second": rate, "source": source, "short": short}
+        risk.walk_rate[family] = FamilyRate(rate, source, short)
         risk.walk_seconds[family] = walk.seconds
     overhead = a.regeneration
     risk.scrub_seconds = scrub_seconds(walks)

@@ -15,7 +15,7 @@ from ctsim.capacity.pool import run_all
 from ctsim.capacity.replications import seeds, summary
 from ctsim.capacity.sweep import Point, command, run_point
 from ctsim.fleet.live import node_inputs, shown
-from ctsim.fleet.risk import NodeRisk
+from ctsim.fleet.risk import NodeRisk, Simulated
 from ctsim.inputs.given import Given
 
 
@@ -49,17 +49,18 @@ def simulate(
     for i, risk in enumerate(chosen):
         group = results[i * n : (i + 1) * n]
         first = group[0]
-        risk.simulated = {
-            "verdict": str(first["verdict"]),
-            "recovered_at_s": first["recovered_at_s"],
-            "latency_p90_s": first["latency_p90_s"],
-            "add_timeouts": first["add_timeouts"],
-            "command": command(nodes[i].flags),
-        }
+        risk.simulated = Simulated(
+            verdict=str(first["verdict"]),
+            recovered_at_s=first["recovered_at_s"],
+            latency_p90_s=first["latency_p90_s"],
+            add_timeouts=first["add_timeouts"],
+            command=command(nodes[i].flags),
+        )
         if n > 1:
             shares = summary(group)
             verdict, top = max(shares["verdicts"].items(), key=lambda kv: kv[1]["count"])
-            risk.simulated.update(
+            risk.simulated = replace(
+                risk.simulated,
                 verdict=verdict,
                 verdict_share=top["share"],
                 verdict_ci95=top["ci95"],

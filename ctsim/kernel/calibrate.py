@@ -15,7 +15,7 @@ import statistics
 import struct
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -114,7 +114,29 @@ BUCKET_PROBE_ENTRIES = 1_000
 BUCKET_PROBE_CAPACITIES = (1 << 16, 1 << 20)
 
 
-def bucket_seconds(key_size: int, trials: int = 5) -> dict[str, Any]:
+@dataclass(frozen=True)
+class BucketProbe:
+    """A batched walk's cost per bucket: the same entries in a small and a large map, CPU time."""
+
+    entries: int
+    capacities: tuple[int, int]
+    walk_seconds: tuple[float, float]
+
+    @property
+    def seconds_per_bucket(self) -> float:
+        small, large = self.capacities
+        return max(0.0, (self.walk_seconds[1] - self.walk_seconds[0]) / (large - small))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "entries": self.entries,
+            "capacities": list(self.capacities),
+            "walk_seconds": list(self.walk_seconds),
+            "seconds_per_bucket": self.seconds_per_bucket,
+        }
+
+
+def bucket_seconds(key_size: int, trials: int = 5) -> BucketProbe:
     """Seconds per bucket a batched walk visits, full or not: (t(1Mi) - t(64Ki)) / (1Mi - 64Ki), CPU time.
 
     Both maps hold the same ``BUCKET_PROBE_ENTRIES``, so their entries' cost cancels.
@@ -123,13 +145,7 @@ def bucket_seconds(key_size: int, trials: int = 5) -> dict[str, Any]:
     for capacity in BUCKET_PROBE_CAPACITIES:
         with new_ct_map(BUCKET_PROBE_ENTRIES, key_size, capacity=capacity) as m:
             seconds.append(statistics.median(_timed(lambda m=m: m.count(4096))[1] for _ in range(trials)))
-    small, large = BUCKET_PROBE_CAPACITIES
-    return {
-        "entries": BUCKET_PROBE_ENTRIES,
-        "capacities": list(BUCKET_PROBE_CAPACITIES),
-        "walk_seconds": seconds,
-        "seconds_per_bucket": max(0.0, (seconds[1] - seconds[0]) / (large - small)),
-    }
+    return BucketProbe(BUCKET_PROBE_ENTRIES, BUCKET_PROBE_CAPACITIES, (seconds[0], seconds[1]))
 
 
 def delete_seconds(m: BPFMap, key_size: int, n: int) -> float:
@@ -139,14 +155,28 @@ def delete_seconds(m: BPFMap, key_size: int, n: int) -> float:
     return seconds / max(deleted, 1)
 
 
-def summary(samples: list[float]) -> dict[str, Any]:
-    return {
-        "median": statistics.median(samples),
-        "min": min(samples),
-        "max": max(samples),
-        "spread": (max(samples) - min(samples)) / statistics.median(samples) if samples else 0.0,
-        "samples": samples,
-    }
+@dataclass(frozen=True)
+class Samples:
+    """Repeated measurements of one figure: the median is the figure, the spread how far to trust it."""
+
+    samples: tuple[float, ...]
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.samples)
+
+    @property
+    def spread(self) -> float:
+        return (max(self.samples) - min(self.samples)) / self.median if self.samples else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "median": self.median,
+            "min": min(self.samples),
+            "max": max(self.samples),
+            "spread": self.spread,
+            "samples": list(self.samples),
+        }
 
 
 @dataclass
@@ -159,12 +189,47 @@ class Plan:
     nf_entries: int = 5_000
 
 
-def measure_bpf(plan: Plan, progress: Progress | None = None) -> dict[str, Any]:
+@dataclass(frozen=True)
+class SizePoint:
+    """Both walks' rates on a map of one size: the per-entry cost curve."""
+
+    entries: int
+    per_entry_entries_per_s: float
+    batch_entries_per_s: float
+
+
+@dataclass(frozen=True)
+class BpfMeasurement:
+    """The walks, the delete and the bucket term on one throwaway CT map."""
+
+    entries: int
+    key_size: int
+    value_size: int
+    present: int
+    per_entry: Samples  # entries/s of get_next_key + lookup
+    batch: dict[int, Samples]  # entries/s of LOOKUP_BATCH, by batch size
+    delete_seconds_per_entry: float
+    scaling: tuple[SizePoint, ...]
+    batch_buckets: BucketProbe
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "entries": self.entries,
+            "key_size": self.key_size,
+            "value_size": self.value_size,
+            "present": self.present,
+            "per_entry": {**self.per_entry.to_dict(), "syscalls_per_s": 2 * self.per_entry.median},
+            "batch": {str(b): xs.to_dict() for b, xs in self.batch.items()},
+            "delete": {"seconds_per_entry": self.delete_seconds_per_entry},
+            "scaling": [asdict(p) for p in self.scaling],
+            "batch_buckets": self.batch_buckets.to_dict(),
+        }
+
+
+def measure_bpf(plan: Plan, progress: Progress | None = None) -> BpfMeasurement:
     key_size = CT_KEY_SIZES[plan.family]
-    out: dict[str, Any] = {"entries": plan.entries, "key_size": key_size, "value_size": CT_VALUE_SIZE}
     with new_ct_map(plan.entries, key_size, progress) as m:
         present = m.count()
-        out["present"] = present
         per_entry: list[float] = []
         batches: dict[int, list[float]] = {b: [] for b in BATCH_SIZES}
         for _ in range(plan.trials):
@@ -173,30 +238,55 @@ def measure_bpf(plan: Plan, progress: Progress | None = None) -> dict[str, Any]:
                 batches[b].append(batch_rate(m, b))
             if progress:
                 progress("walk", 1, plan.trials)
-        out["per_entry"] = summary(per_entry)
-        out["per_entry"]["syscalls_per_s"] = 2 * out["per_entry"]["median"]
-        out["batch"] = {str(b): summary(xs) for b, xs in batches.items()}
-        out["delete"] = {"seconds_per_entry": delete_seconds(m, key_size, min(plan.deletes, present))}
+        delete = delete_seconds(m, key_size, min(plan.deletes, present))
     scaling = []
     for size in plan.sizes:
         with new_ct_map(size, key_size) as m:
             scaling.append(
-                {
-                    "entries": size,
-                    "per_entry_entries_per_s": statistics.median(per_entry_rate(m) for _ in range(3)),
-                    "batch_entries_per_s": statistics.median(batch_rate(m, 4096) for _ in range(3)),
-                }
+                SizePoint(
+                    size,
+                    statistics.median(per_entry_rate(m) for _ in range(3)),
+                    statistics.median(batch_rate(m, 4096) for _ in range(3)),
+                )
             )
         if progress:
             progress("scaling", 1, len(plan.sizes))
-    out["scaling"] = scaling
-    out["batch_buckets"] = bucket_seconds(key_size)
+    buckets = bucket_seconds(key_size)
     if progress:
         progress("buckets", 1, 1)
-    return out
+    return BpfMeasurement(
+        entries=plan.entries,
+        key_size=key_size,
+        value_size=CT_VALUE_SIZE,
+        present=present,
+        per_entry=Samples(tuple(per_entry)),
+        batch={b: Samples(tuple(xs)) for b, xs in batches.items()},
+        delete_seconds_per_entry=delete,
+        scaling=tuple(scaling),
+        batch_buckets=buckets,
+    )
 
 
-def measure_nf_conntrack(entries: int, progress: Progress | None = None) -> dict[str, Any]:
+@dataclass(frozen=True)
+class NfConntrackMeasurement:
+    """nf_conntrack in a throwaway namespace: the dump a count by listing pays, and the count query."""
+
+    netns: str
+    entries: int
+    kernel_count: int
+    kernel_max: int
+    fill_entries_per_s: float
+    dump_entries_per_s: Samples
+    count_query_seconds: Samples
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["dump_entries_per_s"] = self.dump_entries_per_s.to_dict()
+        d["count_query_seconds"] = self.count_query_seconds.to_dict()
+        return d
+
+
+def measure_nf_conntrack(entries: int, progress: Progress | None = None) -> NfConntrackMeasurement:
     """Dump rate and the cost of the count query, in a namespace made for it."""
     from ctsim.kernel import netns_conntrack as nfct
 
@@ -217,29 +307,59 @@ def measure_nf_conntrack(entries: int, progress: Progress | None = None) -> dict
             _, seconds = _timed_wall(lambda: nfct.stats(name)[0])
             counts.append(seconds)
         kernel_count, kernel_max = nfct.stats(name)
-    return {
-        "netns": name,
-        "entries": added,
-        "kernel_count": kernel_count,
-        "kernel_max": kernel_max,
-        "fill_entries_per_s": added / fill_seconds,
-        "dump_entries_per_s": summary(dumps),
-        "count_query_seconds": summary(counts),
-    }
+    return NfConntrackMeasurement(
+        netns=name,
+        entries=added,
+        kernel_count=kernel_count,
+        kernel_max=kernel_max,
+        fill_entries_per_s=added / fill_seconds,
+        dump_entries_per_s=Samples(tuple(dumps)),
+        count_query_seconds=Samples(tuple(counts)),
+    )
 
 
-def calibrate(plan: Plan, progress: Progress | None = None, nf_conntrack: bool = True) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Measurement:
+    """``ctsim calibrate``'s answer: what the calibration file holds (``to_dict``), the figures run takes first."""
+
+    measured_at: str
+    kernel: str
+    machine: str
+    cpus: int | None
+    bpf: BpfMeasurement
+    nf_conntrack: NfConntrackMeasurement | None = None
+
+    @property
+    def per_entry_entries_per_s(self) -> float:
+        return self.bpf.per_entry.median
+
+    @property
+    def batch_entries_per_s(self) -> float:
+        return self.bpf.batch[4096].median
+
+    def to_dict(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {
+            "measured_at": self.measured_at,
+            "host": {"kernel": self.kernel, "machine": self.machine, "cpus": self.cpus},
+            "per_entry_entries_per_s": self.per_entry_entries_per_s,
+            "batch_entries_per_s": self.batch_entries_per_s,
+            "delete_seconds_per_entry": self.bpf.delete_seconds_per_entry,
+            "batch_bucket_seconds": self.bpf.batch_buckets.seconds_per_bucket,
+            "bpf": self.bpf.to_dict(),
+        }
+        if self.nf_conntrack is not None:
+            doc["nf_conntrack"] = self.nf_conntrack.to_dict()
+        return doc
+
+
+def calibrate(plan: Plan, progress: Progress | None = None, nf_conntrack: bool = True) -> Measurement:
     probe()
     bpf = measure_bpf(plan, progress)
-    doc: dict[str, Any] = {
-        "measured_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "host": {"kernel": platform.release(), "machine": platform.machine(), "cpus": os.cpu_count()},
-        "per_entry_entries_per_s": bpf["per_entry"]["median"],
-        "batch_entries_per_s": bpf["batch"]["4096"]["median"],
-        "delete_seconds_per_entry": bpf["delete"]["seconds_per_entry"],
-        "batch_bucket_seconds": bpf["batch_buckets"]["seconds_per_bucket"],
-        "bpf": bpf,
-    }
-    if nf_conntrack and plan.nf_entries > 0:
-        doc["nf_conntrack"] = measure_nf_conntrack(plan.nf_entries, progress)
-    return doc
+    return Measurement(
+        measured_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        kernel=platform.release(),
+        machine=platform.machine(),
+        cpus=os.cpu_count(),
+        bpf=bpf,
+        nf_conntrack=measure_nf_conntrack(plan.nf_entries, progress) if nf_conntrack and plan.nf_entries > 0 else None,
+    )

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from ctsim.core.errors import InputError
@@ -84,7 +84,23 @@ def table_rate(maps: list[BPFMap], trials: int = 3) -> float:
     return max(samples)
 
 
-def emulate(s: Scenario, maps: list[BPFMap]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Emulated:
+    """What the real kernel side did: each pod, and the node's counts."""
+
+    pods: tuple[EmuPod, ...]
+    add_timeouts: int
+    add_429: int
+    orphaned_walks: int
+    gc_intervals: tuple[float, ...]
+    lock_max_queue: int
+    walks_overran: int  # real walks that outlasted their paced time by more than the tolerance
+    max_overrun: float
+    walker_scheduling: str
+    setup_s: float  # forking the walker and its pipes, before t=0
+
+
+def emulate(s: Scenario, maps: list[BPFMap]) -> Emulated:
     """Runs the scaled scenario ``s`` (see ``scale``) on ``maps``; returns per-pod outcomes."""
     clock = Clock()
     node = EmulatedNode(s, maps, clock)
@@ -106,16 +122,18 @@ def emulate(s: Scenario, maps: list[BPFMap]) -> dict[str, Any]:
         for t in list(node.threads):
             t.join(timeout=30)
         node.close()
-    return {
-        "pods": pods,
-        "counts": node.counts,
-        "gc_intervals": node.gc_intervals,
-        "lock_max_queue": node.ct_lock.max_queue,
-        "overruns": node.overruns,
-        "max_overrun": node.max_overrun,
-        "walker_scheduling": node.walker_scheduling,
-        "setup_s": setup_s,
-    }
+    return Emulated(
+        pods=tuple(pods),
+        add_timeouts=node.counts["add_timeouts"],
+        add_429=node.counts["add_429"],
+        orphaned_walks=node.counts["orphaned_walks"],
+        gc_intervals=tuple(node.gc_intervals),
+        lock_max_queue=node.ct_lock.max_queue,
+        walks_overran=len(node.overruns),
+        max_overrun=node.max_overrun,
+        walker_scheduling=node.walker_scheduling,
+        setup_s=setup_s,
+    )
 
 
 def outcome(ready_at: float | None, attempts: int) -> str:
@@ -130,25 +148,115 @@ def outcome(ready_at: float | None, attempts: int) -> str:
     return "ready, first attempt" if attempts == 1 else "ready after retries"
 
 
-def compare(s: Scenario, scaling: Scaling, emulated: dict[str, Any], simulated: Result) -> dict[str, Any]:
-    rows = []
-    for emu, sim in zip(emulated["pods"], simulated.pods, strict=True):
-        e_lat = None if emu.ready_at is None else emu.ready_at - emu.created_at
-        s_lat = sim.ready_latency
-        rows.append(
-            {
-                "pod": emu.index,
-                "emulated": outcome(emu.ready_at, emu.attempts),
-                "simulated": outcome(sim.ready_at, sim.attempts),
-                "emulated_attempts": emu.attempts,
-                "simulated_attempts": sim.attempts,
-                "emulated_latency_s": e_lat,
-                "simulated_latency_s": s_lat,
-            }
+@dataclass(frozen=True)
+class PodPair:
+    """One pod, emulated beside simulated."""
+
+    pod: int
+    emulated: str  # ``outcome``
+    simulated: str
+    emulated_attempts: int
+    simulated_attempts: int
+    emulated_latency_s: float | None
+    simulated_latency_s: float | None
+
+    @property
+    def matches(self) -> bool:
+        return self.emulated == self.simulated
+
+
+@dataclass(frozen=True)
+class TableRate:
+    """The walk rate the emulation paced to, and what the emulated table really walks at."""
+
+    estimated_entries_per_s: float  # the full-size node's per-entry rate on this kernel
+    measured_cpu_entries_per_s: float
+    paced_entries_per_s: float
+    walker_scheduling: str
+
+    @property
+    def headroom(self) -> float:
+        return self.measured_cpu_entries_per_s / self.paced_entries_per_s
+
+
+@dataclass(frozen=True)
+class Emulation:
+    """``ctsim emulate``'s answer: both sides of the same scaled scenario, pod by pod."""
+
+    scaling: Scaling
+    scaled: Scenario
+    emulated: Emulated
+    simulated: Result
+    pods: tuple[PodPair, ...]
+    latency_error: dict[str, float | None]  # p50, p90, max: |emulated - simulated| / simulated
+    table_rate: TableRate
+    rate_source: str = ""  # where the per-entry rate came from (a calibration file, or measured now)
+
+    @property
+    def mismatched_pods(self) -> int:
+        return sum(not p.matches for p in self.pods)
+
+    def to_dict(self) -> dict[str, Any]:
+        e, s = self.emulated, self.simulated
+        return {
+            "scaling": {
+                "time_scale": self.scaling.time_scale,
+                "entries_factor": self.scaling.entries_factor,
+                "walk_share_of_deadline": self.scaling.walk_share_of_deadline,
+                "description": self.scaling.describe(),
+            },
+            "scaled_inputs": self.scaled.to_dict(),
+            "mismatched_pods": self.mismatched_pods,
+            "latency_error": self.latency_error,
+            "emulated": {
+                "ready": sum(p.emulated_latency_s is not None for p in self.pods),
+                "add_timeouts": e.add_timeouts,
+                "add_429": e.add_429,
+                "orphaned_walks": e.orphaned_walks,
+                "gc_intervals_s": list(e.gc_intervals),
+                "lock_max_queue": e.lock_max_queue,
+                "walks_overran": e.walks_overran,
+                "max_overrun_s": e.max_overrun,
+                "setup_s": e.setup_s,
+                "failures": [[(round(t, 3), str(o)) for t, o in p.failures] for p in e.pods],
+            },
+            "simulated": {
+                "ready": sum(p.simulated_latency_s is not None for p in self.pods),
+                "verdict": s.verdict,
+                "add_timeouts": s.counters.add_timeouts,
+                "add_429": s.counters.add_429,
+                "orphaned_walks": s.counters.orphaned_walks,
+                "gc_intervals_s": s.gc.intervals,
+                "lock_max_queue": s.lock_max_queue,
+            },
+            "pods": [asdict(p) for p in self.pods],
+            "table_rate": {
+                "estimated_entries_per_s": self.table_rate.estimated_entries_per_s,
+                "measured_cpu_entries_per_s": self.table_rate.measured_cpu_entries_per_s,
+                "paced_entries_per_s": self.table_rate.paced_entries_per_s,
+                "headroom": self.table_rate.headroom,
+                "walker_scheduling": self.table_rate.walker_scheduling,
+            },
+            "rate": {"entries_per_s": self.table_rate.estimated_entries_per_s, "source": self.rate_source},
+        }
+
+
+def compare(s: Scenario, scaling: Scaling, emulated: Emulated, simulated: Result, rate: TableRate) -> Emulation:
+    pods = []
+    for emu, sim in zip(emulated.pods, simulated.pods, strict=True):
+        pods.append(
+            PodPair(
+                pod=emu.index,
+                emulated=outcome(emu.ready_at, emu.attempts),
+                simulated=outcome(sim.ready_at, sim.attempts),
+                emulated_attempts=emu.attempts,
+                simulated_attempts=sim.attempts,
+                emulated_latency_s=None if emu.ready_at is None else emu.ready_at - emu.created_at,
+                simulated_latency_s=sim.ready_latency,
+            )
         )
-    mismatched = sum(r["emulated"] != r["simulated"] for r in rows)
-    e_lats = [r["emulated_latency_s"] for r in rows if r["emulated_latency_s"] is not None]
-    s_lats = [r["simulated_latency_s"] for r in rows if r["simulated_latency_s"] is not None]
+    e_lats = [p.emulated_latency_s for p in pods if p.emulated_latency_s is not None]
+    s_lats = [p.simulated_latency_s for p in pods if p.simulated_latency_s is not None]
 
     def err(q: float | None) -> float | None:
         if not e_lats or not s_lats:
@@ -157,39 +265,8 @@ def compare(s: Scenario, scaling: Scaling, emulated: dict[str, Any], simulated: 
         m = max(s_lats) if q is None else percentile(s_lats, q)
         return abs(e - m) / m if m else None  # type: ignore[operator]
 
-    return {
-        "scaling": {
-            "time_scale": scaling.time_scale,
-            "entries_factor": scaling.entries_factor,
-            "walk_share_of_deadline": scaling.walk_share_of_deadline,
-            "description": scaling.describe(),
-        },
-        "scaled_inputs": s.to_dict(),
-        "mismatched_pods": mismatched,
-        "latency_error": {"p50": err(0.5), "p90": err(0.9), "max": err(None)},
-        "emulated": {
-            "ready": len(e_lats),
-            "add_timeouts": emulated["counts"]["add_timeouts"],
-            "add_429": emulated["counts"]["add_429"],
-            "orphaned_walks": emulated["counts"]["orphaned_walks"],
-            "gc_intervals_s": emulated["gc_intervals"],
-            "lock_max_queue": emulated["lock_max_queue"],
-            "walks_overran": len(emulated["overruns"]),
-            "max_overrun_s": emulated["max_overrun"],
-            "setup_s": emulated["setup_s"],
-            "failures": [[(round(t, 3), str(o)) for t, o in p.failures] for p in emulated["pods"]],
-        },
-        "simulated": {
-            "ready": len(s_lats),
-            "verdict": simulated.verdict,
-            "add_timeouts": simulated.counters.add_timeouts,
-            "add_429": simulated.counters.add_429,
-            "orphaned_walks": simulated.counters.orphaned_walks,
-            "gc_intervals_s": simulated.gc.intervals,
-            "lock_max_queue": simulated.lock_max_queue,
-        },
-        "pods": rows,
-    }
+    errors = {"p50": err(0.5), "p90": err(0.9), "max": err(None)}
+    return Emulation(scaling, s, emulated, simulated, tuple(pods), errors, rate)
 
 
 MAX_EMULATED_PODS = 200  # one thread per pod, plus handlers: beyond this the threads, not the kernel, dominate
@@ -226,7 +303,7 @@ def check(s: Scenario, time_scale: float) -> None:
         )
 
 
-def run(s: Scenario, time_scale: float, real_rate: float, delete_seconds: float) -> dict[str, Any]:
+def run(s: Scenario, time_scale: float, real_rate: float, delete_seconds: float, rate_source: str = "") -> Emulation:
     """Scales ``s`` with ``PACE`` x ``real_rate``, fills the table, then runs both sides.
 
     Both sides walk at that paced rate, so a walk takes exactly the share of
@@ -254,12 +331,5 @@ def run(s: Scenario, time_scale: float, real_rate: float, delete_seconds: float)
     finally:
         for m in maps:
             m.close()
-    report = compare(scaled_s, scaling, emulated, simulated)
-    report["table_rate"] = {
-        "estimated_entries_per_s": real_rate,
-        "measured_cpu_entries_per_s": measured,
-        "paced_entries_per_s": paced,
-        "headroom": measured / paced,
-        "walker_scheduling": emulated["walker_scheduling"],
-    }
-    return report
+    rate = TableRate(real_rate, measured, paced, emulated.walker_scheduling)
+    return replace(compare(scaled_s, scaling, emulated, simulated, rate), rate_source=rate_source)

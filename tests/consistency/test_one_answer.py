@@ -7,6 +7,7 @@ import pytest
 from ctsim.capacity.mitigations import simulate_mitigations
 from ctsim.inputs.scenario import resolve_flags
 from ctsim.sim.model import simulate
+from ctsim.sim.result import Verdict
 
 NODES = {
     "the incident": {"entries": "16M", "pods": "50"},
@@ -92,11 +93,11 @@ def test_plan_and_run_give_one_safe_burst_for_one_node(node: str) -> None:
     from ctsim.capacity import plan as planner
 
     flags = PLANNED[node]
-    doc = planner.plan(planner.parse_facts(**flags, drift_horizon="1d"))
+    answer = planner.plan(planner.parse_facts(**flags, drift_horizon="1d"))
     run = simulate(resolve_flags(**flags, horizon="1s")).to_dict()
-    assert doc["safe_burst"] == run["advice"]["safe_burst"]
-    assert doc["walk_seconds"] == pytest.approx(run["walk_seconds"], rel=1e-12)
-    at_peak = doc["burst_at_peak"]
-    for rec in doc["recommendations"]:  # ticked only where simulating it changed the answer
-        if rec["outcome"]["verdict"] == at_peak["verdict"] == "ok":
-            assert not rec["helps"]
+    assert answer.safe_burst == run["advice"]["safe_burst"]
+    assert answer.walk_seconds == pytest.approx(run["walk_seconds"], rel=1e-12)
+    at_peak = answer.burst_at_peak
+    for rec in answer.recommendations:  # ticked only where simulating it changed the answer
+        if rec.outcome.verdict == at_peak.verdict == Verdict.OK:
+            assert not rec.helps

@@ -35,8 +35,10 @@ def test_maps_have_ciliums_shape(bpf: None) -> None:
 
 def test_rates_are_positive_and_batched_is_faster(bpf: None) -> None:
     plan = cal.Plan(entries=1 << 17, trials=3, sizes=(1 << 14,), deletes=2000, nf_entries=0)
-    doc = cal.calibrate(plan, nf_conntrack=False)
+    measured = cal.calibrate(plan, nf_conntrack=False)
+    doc = measured.to_dict()  # the calibration file's figures
     per_entry, batch = doc["per_entry_entries_per_s"], doc["batch_entries_per_s"]
+    assert (per_entry, batch) == (measured.per_entry_entries_per_s, measured.batch_entries_per_s)
     assert per_entry > 0 and batch > 0
     assert batch > 2 * per_entry  # batched lookups: ~10x cheaper per entry
     assert 0 < doc["delete_seconds_per_entry"] < 1e-3
@@ -51,19 +53,19 @@ def test_rates_reproduce_within_a_stated_tolerance(bpf: None) -> None:
     # Two calibrations on one machine agree within a factor of 2 (the machine is
     # shared; run-to-run spread seen here is ~1-10 %, see docs/calibration.md).
     plan = cal.Plan(entries=1 << 17, trials=3, sizes=(), nf_entries=0)
-    a = cal.calibrate(plan, nf_conntrack=False)["per_entry_entries_per_s"]
-    b = cal.calibrate(plan, nf_conntrack=False)["per_entry_entries_per_s"]
+    a = cal.calibrate(plan, nf_conntrack=False).per_entry_entries_per_s
+    b = cal.calibrate(plan, nf_conntrack=False).per_entry_entries_per_s
     assert 0.5 < a / b < 2.0
 
 
 def test_nf_conntrack_dump_in_a_throwaway_netns() -> None:
     need_netns()
     nf = cal.measure_nf_conntrack(300)
-    assert nf["entries"] == nf["kernel_count"] == 300
-    assert nf["dump_entries_per_s"]["median"] > 0
-    assert nf["count_query_seconds"]["median"] > 0
+    assert nf.entries == nf.kernel_count == 300
+    assert nf.dump_entries_per_s.median > 0
+    assert nf.count_query_seconds.median > 0
     after = subprocess.run(["ip", "netns"], capture_output=True, text=True, check=True).stdout.split()
-    assert nf["netns"].startswith("ctsim-calib-") and nf["netns"] not in after  # its namespace is gone
+    assert nf.netns.startswith("ctsim-calib-") and nf.netns not in after  # its namespace is gone
 
 
 def test_calibration_file_feeds_ctsim_run(bpf: None, tmp_path: Path) -> None:

@@ -45,17 +45,14 @@ def test_emulation_matches_the_model_pod_for_pod(
     with busy(contention):
         report = em.run(s, time_scale=30, real_rate=rate, delete_seconds=delete_s)
     # Both sides walk at the paced rate: the share is the target's, up to rounding the table.
-    assert report["scaling"]["walk_share_of_deadline"] == pytest.approx(walk_share, rel=0.01)
-    assert report["table_rate"]["headroom"] > 1.5  # the kernel walks this table well within its paced time
-    assert report["emulated"]["walks_overran"] == 0, report["emulated"]["max_overrun_s"]
-    assert report["mismatched_pods"] == 0, [(r["emulated"], r["simulated"]) for r in report["pods"]]
-    for q, err in report["latency_error"].items():
+    assert report.scaling.walk_share_of_deadline == pytest.approx(walk_share, rel=0.01)
+    assert report.table_rate.headroom > 1.5  # the kernel walks this table well within its paced time
+    assert report.emulated.walks_overran == 0, report.emulated.max_overrun
+    assert report.mismatched_pods == 0, [(p.emulated, p.simulated) for p in report.pods]
+    for q, err in report.latency_error.items():
         if err is not None:
-            assert err <= 0.10, (q, err, report["pods"])
-    assert report["emulated"]["add_timeouts"] == report["simulated"]["add_timeouts"], (
-        report["emulated"],
-        report["simulated"],
-    )
+            assert err <= 0.10, (q, err, report.pods)
+    assert report.emulated.add_timeouts == report.simulated.counters.add_timeouts, report.to_dict()["emulated"]
 
 
 def test_a_slow_start_moves_no_timeout_past_the_horizon(
@@ -74,8 +71,8 @@ def test_a_slow_start_moves_no_timeout_past_the_horizon(
         entries=str(round(1.2 * 90 * 100_000)), rate="100000", pods="5", horizon="2m", expired_fraction="0"
     )
     report = em.run(s, time_scale=30, real_rate=rate, delete_seconds=delete_s)
-    assert report["emulated"]["setup_s"] >= 1.0
-    assert report["emulated"]["add_timeouts"] == report["simulated"]["add_timeouts"] > 0
+    assert report.emulated.setup_s >= 1.0
+    assert report.emulated.add_timeouts == report.simulated.counters.add_timeouts > 0
 
 
 def test_both_maps_are_filled_and_walked(rates: tuple[float, float]) -> None:
@@ -91,10 +88,10 @@ def test_both_maps_are_filled_and_walked(rates: tuple[float, float]) -> None:
         seed=3,
     )
     report = em.run(s, time_scale=30, real_rate=rate, delete_seconds=delete_s)
-    assert report["scaled_inputs"]["any_entries"] > 0
-    assert report["scaling"]["walk_share_of_deadline"] == pytest.approx(1.2, rel=0.01)
-    assert report["mismatched_pods"] == 0
-    assert report["emulated"]["add_timeouts"] == report["simulated"]["add_timeouts"] > 0
+    assert report.scaled.any_entries > 0
+    assert report.scaling.walk_share_of_deadline == pytest.approx(1.2, rel=0.01)
+    assert report.mismatched_pods == 0
+    assert report.emulated.add_timeouts == report.simulated.counters.add_timeouts > 0
 
 
 def test_gc_runs_on_the_real_maps(rates: tuple[float, float]) -> None:
@@ -102,8 +99,8 @@ def test_gc_runs_on_the_real_maps(rates: tuple[float, float]) -> None:
     s = resolve_flags(entries="2M", rate="100000", pods="2", horizon="4m", gc_interval="60s", expired_fraction="0.9")
     report = em.run(s, time_scale=60, real_rate=rate, delete_seconds=delete_s)
     # The first pass deletes the 90 % expired (r > 0.25), later ones nothing: a fixed 60 s interval throughout.
-    assert report["emulated"]["gc_intervals_s"][:2] == [60.0, 60.0]
-    assert report["mismatched_pods"] == 0
+    assert report.emulated.gc_intervals[:2] == (60.0, 60.0)
+    assert report.mismatched_pods == 0
 
 
 def test_no_maps_or_threads_are_left_behind(rates: tuple[float, float]) -> None:

@@ -1,0 +1,132 @@
+"""``fleet.risk`` and ``fleet.live`` on facts built by hand: a row's figures, and the inputs a row gives a run.
+
+No Prometheus here: these hold the rules (which source wins, what is unknown
+and why, what a row hands to ``run --from-prometheus``); the subprocess tests
+in this package hold the reading.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from ctsim.core.defaults import CLIENT_TIMEOUT, DEFAULT_REGENERATION
+from ctsim.core.errors import InputError
+from ctsim.core.profiles import get_profile
+from ctsim.core.projection import Level
+from ctsim.fleet.live import from_prometheus, node_inputs, shown, with_live
+from ctsim.fleet.prometheus import Transport
+from ctsim.fleet.risk import DEFAULT_BURST, Assumptions, assess, rank
+from ctsim.fleet.series import MapFacts, NodeFacts
+from ctsim.inputs.given import Given
+from ctsim.inputs.scenario import resolve
+
+CILIUM_116 = Assumptions(profile=get_profile("cilium-1.16"))
+
+
+def ctwatch_node(name: str = "n1", tcp: float = 2_130_000, rate: float = 213_000.0, **kw: object) -> NodeFacts:
+    """A node whose ctwatch gives the TCP map's count and capacity and a measured rate."""
+    facts = NodeFacts(name, sources={"ctwatch"}, **kw)  # type: ignore[arg-type]
+    facts.maps["cilium_ct4_global"] = MapFacts(
+        entries=tcp, entries_series="ctwatch_entries", max_entries=4_000_000, capacity_series="ctwatch_max_entries"
+    )
+    facts.rates["ipv4"] = (rate, "cilium_ct4_global")
+    return facts
+
+
+def test_a_row_is_the_projection_of_its_own_facts() -> None:
+    # 2,130,000 entries at 213,000/s: a 10 s walk; ten scrubs queue on the one lock, then a regeneration.
+    risk = assess(ctwatch_node(), CILIUM_116)
+    assert risk.walk_seconds == {"ipv4": pytest.approx(10.0)}
+    assert risk.scrub_seconds == pytest.approx(10.0)
+    assert (risk.pods, risk.pods_source) == (DEFAULT_BURST, "default: ctwatch's")
+    assert (risk.deadline, risk.deadline_source) == (CLIENT_TIMEOUT, "default: cilium-cni's ClientTimeout")
+    assert risk.burst_seconds == pytest.approx(10 * 10.0 + DEFAULT_REGENERATION)
+    assert risk.deadline_ratio == pytest.approx(102 / 90)
+    assert risk.level is Level.CRITICAL
+    assert risk.safe_burst == 8  # 8 x 10 s + 2 s fits 90 s, 9 x 10 s + 2 s does not
+    assert risk.walk_rate["ipv4"].source == 'ctwatch_walk_rate_entries_per_second{source="cilium_ct4_global"}'
+    assert risk.maps["cilium_ct4_global"].capacity_source == "ctwatch_max_entries"
+    assert risk.seconds_until_deadline == 0.0  # already past it
+    small = assess(ctwatch_node(tcp=213_000), CILIUM_116)
+    assert small.level is Level.OK and math.isinf(small.seconds_until_deadline or 0)  # no growth series: not growing
+
+
+def test_the_node_s_own_burst_and_deadline_win_over_the_defaults() -> None:
+    risk = assess(ctwatch_node(burst=4, deadline=60.0), CILIUM_116)
+    assert (risk.pods, risk.pods_source, risk.deadline_source) == (4, "ctwatch_burst_pods", "ctwatch_deadline_seconds")
+    assert risk.deadline_ratio == pytest.approx(42 / 60) and risk.level is Level.WARNING
+    given = assess(ctwatch_node(burst=4), Assumptions(profile=get_profile("cilium-1.16"), pods=1))
+    assert (given.pods, given.pods_source) == (1, "--pods")
+
+
+def test_a_measured_rate_wins_over_a_fleet_rate_and_the_profile() -> None:
+    fleet_rate = Assumptions(profile=get_profile("cilium-1.16"), rate=50_000.0, rate_source="--rate", rate_short="x")
+    assert assess(ctwatch_node(), fleet_rate).walk_rate["ipv4"].entries_per_second == 213_000.0
+    unmeasured = ctwatch_node()
+    unmeasured.rates.clear()
+    row = assess(unmeasured, fleet_rate).walk_rate["ipv4"]
+    assert (row.entries_per_second, row.source, row.short) == (50_000.0, "--rate", "x")
+    row = assess(unmeasured, CILIUM_116).walk_rate["ipv4"]
+    assert (row.source, row.short) == ("profile cilium-1.16", "cilium-1.16")
+
+
+def test_pressure_without_a_capacity_is_unknown_and_says_what_is_missing() -> None:
+    facts = NodeFacts("cilium-only", sources={"cilium"})
+    facts.maps["cilium_ct4_global"] = MapFacts(pressure=0.5)
+    risk = assess(facts, CILIUM_116)
+    assert risk.level is Level.UNKNOWN and not risk.known and risk.deadline_ratio is None
+    assert "no series gives its capacity" in risk.unknown[0] and "--max-entries" in risk.unknown[0]
+    sized = assess(facts, Assumptions(profile=get_profile("cilium-1.16"), capacity=(1_000_000, 500_000)))
+    assert sized.maps["cilium_ct4_global"].entries == 500_000 and sized.known
+
+
+def test_rank_puts_the_worst_first_and_the_unknown_last() -> None:
+    rows = [
+        assess(ctwatch_node("small", tcp=213_000), CILIUM_116),
+        assess(NodeFacts("blank"), CILIUM_116),
+        assess(ctwatch_node("big", tcp=4_000_000), CILIUM_116),
+    ]
+    assert [r.node for r in rank(rows)] == ["big", "small", "blank"]
+    assert rank(rows)[-1].unknown == [
+        "no CT map count in any series (neither ctwatch_entries nor cilium_bpf_map_pressure)"
+    ]
+
+
+def test_a_row_hands_a_run_the_numbers_it_holds_with_their_series() -> None:
+    risk = assess(ctwatch_node(deadline=60.0), CILIUM_116)
+    live = node_inputs(risk)
+    assert live["entries"] == (2_130_000, "ctwatch_entries")
+    assert live["max_entries"] == (4_000_000, "ctwatch_max_entries")
+    assert live["rate"][0] == 213_000.0 and live["rate"][1].startswith("ctwatch_walk_rate")
+    assert live["deadline"] == (60.0, "ctwatch_deadline_seconds")
+    assert "any_entries" not in live  # no series: the preset's, and the inputs block says so
+    # A row's values are numbers; they become text only to be shown as the flag a user would type.
+    assert (shown("deadline", 60.0), shown("entries", 2_130_000)) == ("60s", "2130000")
+
+
+def test_a_profile_rate_and_a_default_deadline_are_not_live() -> None:
+    facts = ctwatch_node()
+    facts.rates.clear()
+    live = node_inputs(assess(facts, CILIUM_116))
+    assert "rate" not in live and "deadline" not in live
+
+
+def test_with_live_keeps_what_the_user_gave_and_records_each_series() -> None:
+    live = node_inputs(assess(ctwatch_node(deadline=60.0), CILIUM_116))
+    given = with_live(Given(entries=1_000), live, "n1")
+    assert given.entries == 1_000  # the user's flag wins
+    assert given.max_entries == 4_000_000 and given.deadline == 60.0
+    assert dict(given.sources)["max_entries"] == "live: ctwatch_max_entries of n1"
+    s = resolve(given)
+    assert s.entries == 1_000 and s.max_entries == 4_000_000
+    assert s.origin("capacity").startswith("live: ctwatch_max_entries of n1 (TCP)")
+    assert s.origin("entries") == "given"
+
+
+def test_a_missing_node_or_url_is_one_line() -> None:
+    with pytest.raises(InputError, match="--node: give --from-prometheus"):
+        from_prometheus(Given(), None, "n1", "node", Transport())
+    with pytest.raises(InputError, match="give --node NAME"):
+        from_prometheus(Given(), "http://127.0.0.1:1", " ", "node", Transport())
