@@ -10,14 +10,13 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from ctsim.cli.command import run_cli
-from ctsim.cli.options import Str, live_scenario_options, prometheus_options, scenario_options
+from ctsim.cli.options import Str, fallback_options, live_scenario_options, prometheus_options, scenario_options
 from ctsim.core.errors import InputError
 from ctsim.core.files import check_distinct, check_writable, write_atomic
-from ctsim.core.profiles import DEFAULT_PROFILE
-from ctsim.core.profiles import choices as profile_choices
 
 if TYPE_CHECKING:
     from ctsim.fleet.prometheus import Transport
+    from ctsim.inputs.given import Given
     from ctsim.inputs.scenario import Scenario
 
 app = typer.Typer(
@@ -323,8 +322,11 @@ def plan(
 
 @app.command(short_help="Rank every node a Prometheus knows by scrub risk; simulate the riskiest.")
 @prometheus_options
+@fallback_options
 def fleet(
     transport: Transport,
+    fallback: Given,
+    fallback_flags: dict[str, str | None],
     prometheus_url: Annotated[
         str,
         typer.Option(
@@ -349,25 +351,6 @@ def fleet(
     ] = None,
     at: Annotated[
         Str, typer.Option("--time", metavar="UNIX", help="Evaluate at this time (unix seconds; default: now).")
-    ] = None,
-    profile: Annotated[
-        str,
-        typer.Option(metavar="NAME", help=f"The walk where ctwatch measured none: {profile_choices()}."),
-    ] = DEFAULT_PROFILE,
-    rate: Annotated[Str, typer.Option(metavar="ENTRIES/S", help="Walk rate where ctwatch measured none.")] = None,
-    calibration: Annotated[
-        Str, typer.Option(metavar="FILE", help="Walk rates from `ctsim calibrate`, where ctwatch measured none.")
-    ] = None,
-    max_entries: Annotated[
-        Str, typer.Option(metavar="COUNT", help="TCP map capacity where no series gives it (Cilium-only nodes).")
-    ] = None,
-    node_memory: Annotated[
-        Str,
-        typer.Option(metavar="BYTES", help="Size the maps of Cilium-only nodes from this memory (with --map-ratio)."),
-    ] = None,
-    map_ratio: Annotated[
-        Str,
-        typer.Option(metavar="RATIO", help="bpf-map-dynamic-size-ratio for --node-memory (default: Cilium's 0.0025)."),
     ] = None,
     simulate: Annotated[
         int,
@@ -404,8 +387,8 @@ def fleet(
 
     code = run_fleet(
         transport, prometheus_url, pods=pods, window=window, node_label=node_label, selector=selector, at=at,
-        profile=profile, rate=rate, calibration=calibration, max_entries=max_entries, node_memory=node_memory,
-        map_ratio=map_ratio, simulate=simulate, replications=replications, seed=seed, processes=processes,
+        fallback=fallback, fallback_flags=fallback_flags, simulate=simulate, replications=replications, seed=seed,
+        processes=processes,
         scheduler=scheduler, limit=limit,
         as_json=as_json, csv_path=csv_path, fail_on=fail_on, progress=_with_progress,
     )  # fmt: skip

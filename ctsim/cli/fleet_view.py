@@ -9,10 +9,12 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from ctsim.core.defaults import DEFAULT_DYNAMIC_SIZE_RATIO
 from ctsim.core.errors import InputError
 from ctsim.core.quantity import format_count, format_duration, parse_float
 from ctsim.fleet.risk import Assumptions, NodeRisk
 from ctsim.fleet.series import FleetRead
+from ctsim.inputs.given import Given
 
 if TYPE_CHECKING:
     from ctsim.fleet.prometheus import Transport
@@ -192,47 +194,39 @@ def render(rows: list[NodeRisk], read: FleetRead, url: str, limit: int | None = 
         console.print(f"{read.unlabelled} series carried no node label and were left out (--node-label).")
 
 
-def _assumptions(
-    profile: str,
-    rate: str | None,
-    calibration: str | None,
-    pods: str | None,
-    max_entries: str | None,
-    node_memory: str | None,
-    map_ratio: str | None,
-) -> Assumptions:
-    """The fleet-wide inputs, checked before any query."""
-    from ctsim.core.calibration import load, walk_rate
-    from ctsim.core.defaults import DEFAULT_DYNAMIC_SIZE_RATIO, LIMIT_TABLE_MAX
-    from ctsim.core.profiles import get_profile
-    from ctsim.core.quantity import format_bytes, parse_count, parse_float
-    from ctsim.core.sizing import ct_map_sizes
-    from ctsim.inputs.given import MAX_NODE_MEMORY, MAX_PODS, MAX_WALK_RATE
+# The node the fleet's fallbacks size: Cilium's own defaults (static maps; --node-memory alone takes the Helm
+# chart's ratio), as `ctsim run --preset standard` sizes them.
+FALLBACK_PRESET = "standard"
 
-    prof = get_profile(profile)
+
+def _assumptions(fallback: Given, pods: str | None) -> Assumptions:
+    """The fleet-wide inputs, by run's rules for the walk rate and the maps' size; checked before any query."""
+    from ctsim.core.calibration import load, walk_rate
+    from ctsim.core.profiles import get_profile
+    from ctsim.core.quantity import format_bytes, parse_count
+    from ctsim.inputs.given import MAX_PODS
+    from ctsim.inputs.scenario import map_capacity
+
+    prof = get_profile(fallback.profile)
     a = Assumptions(profile=prof, pods=parse_count(pods, "--pods", minimum=1, maximum=MAX_PODS) if pods else None)
-    if rate is not None or calibration is not None:  # run's rule: --rate wins, else the calibration's
-        given = float(parse_count(rate, "--rate", minimum=1, maximum=MAX_WALK_RATE)) if rate is not None else None
-        w = walk_rate(prof, given, load(calibration) if calibration is not None else None)
+    if fallback.rate is not None or fallback.calibration is not None:
+        c = load(fallback.calibration) if fallback.calibration is not None else None
+        w = walk_rate(prof, fallback.rate, c)
         a = replace(a, rate=w.entries_per_s, rate_source=w.source, rate_short=w.short, bucket_seconds=w.bucket_seconds)
-    if max_entries is not None and (node_memory is not None or map_ratio is not None):
-        raise InputError("--max-entries and --node-memory/--map-ratio: give one way to size the maps")
-    if max_entries is not None:
-        tcp = parse_count(max_entries, "--max-entries", minimum=1, maximum=LIMIT_TABLE_MAX)
-        a = replace(a, capacity=(tcp, tcp), capacity_source="--max-entries")
-    elif node_memory is not None or map_ratio is not None:
-        if node_memory is None:
-            raise InputError("--map-ratio: give --node-memory too")
-        memory = parse_count(node_memory, "--node-memory", minimum=1, maximum=MAX_NODE_MEMORY)
-        ratio = (
-            parse_float(map_ratio, "--map-ratio", low=0.0, high=1.0)
-            if map_ratio is not None
-            else DEFAULT_DYNAMIC_SIZE_RATIO
-        )
-        sizes = ct_map_sizes(memory, ratio)
-        how = f"sized from --node-memory {format_bytes(memory)} x {ratio:g}"
-        a = replace(a, capacity=(sizes.tcp, sizes.any), capacity_source=how)
-    return a
+    if fallback.map_ratio is not None and fallback.node_memory is None:
+        raise InputError("--map-ratio: give --node-memory too (the fleet's nodes have no memory of their own)")
+    if fallback.max_entries is None and fallback.node_memory is None:
+        return a
+    tcp, any_ = map_capacity(replace(fallback, preset=FALLBACK_PRESET))
+    how = []
+    if fallback.max_entries is not None:
+        how.append(f"--max-entries {format_count(tcp)}")
+    if fallback.node_memory is not None:
+        ratio = fallback.map_ratio if fallback.map_ratio is not None else DEFAULT_DYNAMIC_SIZE_RATIO
+        how.append(f"sized from --node-memory {format_bytes(fallback.node_memory)} x {ratio:g}")
+    else:
+        how.append(f"non-TCP Cilium's static {format_count(any_)}")
+    return replace(a, capacity=(tcp, any_), capacity_source="; ".join(how))
 
 
 def run_fleet(
@@ -244,12 +238,8 @@ def run_fleet(
     node_label: str,
     selector: str | None,
     at: str | None,
-    profile: str,
-    rate: str | None,
-    calibration: str | None,
-    max_entries: str | None,
-    node_memory: str | None,
-    map_ratio: str | None,
+    fallback: Given,
+    fallback_flags: dict[str, str | None],
     simulate: int,
     replications: int,
     seed: int,
@@ -287,7 +277,7 @@ def run_fleet(
     parse_count(seed, "--seed", maximum=MAX_SEED)
     shown = parse_count(limit, "--limit", minimum=1) if limit is not None else None
     when = parse_float(at, "--time", low=0.0, high=1e11) if at is not None else None
-    assumptions = _assumptions(profile, rate, calibration, pods, max_entries, node_memory, map_ratio)
+    assumptions = _assumptions(fallback, pods)
     query = Query(node_label=node_label, selector=selector or "", window=window, at=when)
     with Client(url, transport) as client:
         read = read_fleet(client, query)
@@ -303,10 +293,11 @@ def run_fleet(
     rows = rank([assess(facts, assumptions) for facts in read.nodes.values()])
     if simulate:
         from ctsim.fleet.simulate import simulate as run_model
-        from ctsim.inputs.given import parse_given
 
-        base = {"profile": profile, "calibration": calibration, "rate": rate}
-        given = parse_given(**base)
+        # A simulated node is its own: only the walk's fallbacks carry over (its row holds its maps' sizes).
+        walk = ("profile", "calibration", "rate")
+        base = {k: fallback_flags[k] for k in walk}
+        given = Given(**{k: getattr(fallback, k) for k in walk})
         progress(
             lambda bar: run_model(
                 rows,

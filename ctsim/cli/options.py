@@ -1,8 +1,10 @@
 """The scenario flags, declared once and shared by every command that takes a scenario.
 
-``ctsim run``, ``ctsim emulate`` and ``ctsim sweep`` accept the same flags with
+``ctsim run``, ``ctsim emulate``, ``ctsim sweep`` and ``ctsim plan`` accept the same flags with
 the same help; ``@scenario_options`` appends them to a typer command and hands
 the command one ``Scenario``, resolved (and validated) by ``ctsim.inputs.scenario``.
+The walk and sizing groups are also ``ctsim fleet``'s (``@fallback_options``), and
+the transport group serves ``fleet`` and ``--from-prometheus`` alike.
 """
 
 from __future__ import annotations
@@ -39,6 +41,78 @@ def _opt(help_text: str, metavar: str | None = None) -> Any:
     return typer.Option(help=help_text, rich_help_panel="Scenario", metavar=metavar)
 
 
+Where = Callable[[str], str]  # a flag's name -> what its help adds: its default, or when the command uses it
+
+
+def _walk_flags(panel: str, where: Where) -> dict[str, tuple[Any, Any]]:
+    """How fast a scrub walks, by one rule (``core.calibration.walk_rate``): --rate, else a calibration, else
+    the profile."""
+
+    def opt(name: str, help_text: str, metavar: str) -> Any:
+        return typer.Option(help=help_text + where(name) + ".", rich_help_panel=panel, metavar=metavar)
+
+    return {
+        "rate": (
+            Annotated[Str, opt("rate", "Walk rate, entries/s (wins over --calibration and the profile)", "ENTRIES/S")],
+            None,
+        ),
+        "profile": (
+            Annotated[str, opt("profile", f"The Cilium release that walks: {choices()}", "NAME")],
+            DEFAULT_PROFILE,
+        ),
+        "calibration": (
+            Annotated[Str, opt("calibration", "Walk rates from `ctsim calibrate --output FILE`", "FILE")],
+            None,
+        ),
+    }
+
+
+def _sizing_flags(panel: str, where: Where) -> dict[str, tuple[Any, Any]]:
+    """The CT maps' capacity, by one rule (``inputs.scenario.map_capacity``): --max-entries for the TCP map,
+    memory x ratio for the rest (or for both), else static sizes."""
+
+    def opt(name: str, help_text: str, metavar: str) -> Any:
+        return typer.Option(help=help_text + where(name) + ".", rich_help_panel=panel, metavar=metavar)
+
+    return {
+        "max_entries": (
+            Annotated[Str, opt("max_entries", "TCP CT map capacity, bpf-ct-global-tcp-max", "COUNT")],
+            None,
+        ),
+        "node_memory": (
+            Annotated[Str, opt("node_memory", "Node memory for dynamic map sizing", "BYTES")],
+            None,
+        ),
+        "map_ratio": (
+            Annotated[Str, opt("map_ratio", "bpf-map-dynamic-size-ratio (Cilium's is 0.0025)", "RATIO")],
+            None,
+        ),
+    }
+
+
+_PRESET_SAYS = {
+    "max_entries": " (default: the preset's)",
+    "node_memory": f" ({_preset('node_memory', format_bytes)})",
+    "map_ratio": f" ({_preset('map_ratio', _ratio)})",
+}
+_GROUPED = {
+    name: flag
+    for group in (_walk_flags, _sizing_flags)
+    for name, flag in group("Scenario", lambda name: _PRESET_SAYS.get(name, "")).items()
+}  # fmt: skip
+_FALLBACK_SIZING = {
+    "max_entries": ", for maps no series sizes (Cilium-only nodes; default: Cilium's static sizes)",
+    "node_memory": ", for maps no series sizes (alone: with the Helm chart's ratio, 0.0025)",
+    "map_ratio": ", with --node-memory",
+}
+# Where a node's own series say nothing: ``ctsim fleet`` takes the same walk and sizing flags, by the same rules.
+FALLBACK_PANEL = "Where a node's series say nothing"
+FALLBACK_FLAGS: dict[str, tuple[Any, Any]] = {
+    **_walk_flags(FALLBACK_PANEL, lambda name: ", for nodes whose ctwatch measured no rate"),
+    **_sizing_flags(FALLBACK_PANEL, lambda name: _FALLBACK_SIZING[name]),
+}
+
+
 # name → (annotation, default); names are resolve()'s keyword arguments.
 SCENARIO_FLAGS: dict[str, tuple[Any, Any]] = {
     "entries": (
@@ -65,7 +139,7 @@ SCENARIO_FLAGS: dict[str, tuple[Any, Any]] = {
         None,
     ),
     "pods": (Annotated[str, _opt("Pods scheduled onto the node at once.", "COUNT")], "50"),
-    "max_entries": (Annotated[Str, _opt("CT map capacity (default: the preset's).", "COUNT")], None),
+    "max_entries": _GROUPED["max_entries"],
     "expired_fraction": (
         Annotated[Str, _opt(f"Share of the t=0 entries already expired ({_preset('expired_fraction')}).", "FRACTION")],
         None,
@@ -88,7 +162,7 @@ SCENARIO_FLAGS: dict[str, tuple[Any, Any]] = {
         ],
         "warm",
     ),
-    "rate": (Annotated[Str, _opt("Walk rate, entries/s (default: the profile's published rate).", "ENTRIES/S")], None),
+    "rate": _GROUPED["rate"],
     "churn": (
         Annotated[
             Str,
@@ -153,16 +227,8 @@ SCENARIO_FLAGS: dict[str, tuple[Any, Any]] = {
         None,
     ),
     "cores": (Annotated[Str, _opt(f"Node cores: build permits ({_preset('cores')}).", "COUNT")], None),
-    "node_memory": (
-        Annotated[Str, _opt(f"Node memory for dynamic map sizing ({_preset('node_memory', format_bytes)}).", "BYTES")],
-        None,
-    ),
-    "map_ratio": (
-        Annotated[
-            Str, _opt(f"bpf-map-dynamic-size-ratio (Cilium's is 0.0025; {_preset('map_ratio', _ratio)}).", "RATIO")
-        ],
-        None,
-    ),
+    "node_memory": _GROUPED["node_memory"],
+    "map_ratio": _GROUPED["map_ratio"],
     "horizon": (
         Annotated[
             Str,
@@ -176,11 +242,8 @@ SCENARIO_FLAGS: dict[str, tuple[Any, Any]] = {
     ),
     "seed": (Annotated[int, _opt("Random seed: same seed, same result.", "INT")], 1),
     "preset": (Annotated[Str, _opt("analytics (the incident, default) or standard.", "NAME")], None),
-    "profile": (
-        Annotated[str, _opt(f"{choices()}.", "NAME")],
-        DEFAULT_PROFILE,
-    ),
-    "calibration": (Annotated[Str, _opt("Walk rates from `ctsim calibrate --output FILE`.", "FILE")], None),
+    "profile": _GROUPED["profile"],
+    "calibration": _GROUPED["calibration"],
 }
 
 
@@ -262,19 +325,24 @@ def transport(values: dict[str, Any]) -> Any:
     )
 
 
-# What the decorators hand a command, not flags of its own: ``flags`` is the scenario flags as typed, for a
+# What each decorator hands a command, not flags of its own: ``flags`` is the scenario flags as typed, for a
 # command that shows them (a sweep's rows, a replication's ``ctsim run`` line); ``live``, what a live node's
-# series gave (field -> value, series, node).
-_BUILT = frozenset({"scenario", "transport", "flags", "live"})
+# series gave (field -> value, series, node). Each decorator names only its own, so that they stack.
+_SCENARIO = frozenset({"scenario", "flags"})
+_LIVE = _SCENARIO | {"live"}
+_TRANSPORT = frozenset({"transport"})
+_FALLBACK = frozenset({"fallback", "fallback_flags"})
+_NAMES = {"Scenario": object, "Transport": object, "Given": object}  # annotations read only as text
 
 
 def _adding(
     command: Callable[..., Any],
     flags: dict[str, tuple[Any, Any]],
     build: Callable[[dict[str, Any]], dict[str, Any]],
+    provides: frozenset[str],
     last: bool = False,
 ) -> Callable[..., Any]:
-    return with_flags(command, flags, build, _BUILT, last=last, localns={"Scenario": object, "Transport": object})
+    return with_flags(command, flags, build, provides, last=last, localns=_NAMES)
 
 
 def scenario_options(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -291,7 +359,7 @@ def scenario_options(command: Callable[..., Any]) -> Callable[..., Any]:
         flags = {name: values[name] for name in FLAG_DEFAULTS}  # in Given's order, as a sweep's rows show them
         return {"scenario": resolve_flags(**flags), "flags": flags}
 
-    return _adding(command, SCENARIO_FLAGS, build)
+    return _adding(command, SCENARIO_FLAGS, build, _SCENARIO)
 
 
 def live_scenario_options(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -313,9 +381,21 @@ def live_scenario_options(command: Callable[..., Any]) -> Callable[..., Any]:
         read = {k: {"value": value, "series": series, "node": node} for k, (value, series) in live.items()}
         return {"scenario": scenario, "flags": {**flags, **shown}, "live": read}
 
-    return _adding(command, {**SCENARIO_FLAGS, **LIVE_FLAGS, **PROMETHEUS_FLAGS}, build)
+    return _adding(command, {**SCENARIO_FLAGS, **LIVE_FLAGS, **PROMETHEUS_FLAGS}, build, _LIVE)
+
+
+def fallback_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The walk and sizing flags, for what a node's series do not say: ``command`` receives ``fallback=Given``
+    (parsed as run parses them) and ``fallback_flags`` (as typed, for a row's ``ctsim run`` line)."""
+
+    def build(values: dict[str, Any]) -> dict[str, Any]:
+        from ctsim.inputs.given import parse_given
+
+        return {"fallback": parse_given(**values), "fallback_flags": values}
+
+    return _adding(command, FALLBACK_FLAGS, build, _FALLBACK, last=True)
 
 
 def prometheus_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """Adds the transport flags to ``command``, which receives ``transport=Transport``."""
-    return _adding(command, PROMETHEUS_FLAGS, lambda values: {"transport": transport(values)}, last=True)
+    return _adding(command, PROMETHEUS_FLAGS, lambda values: {"transport": transport(values)}, _TRANSPORT, last=True)

@@ -315,6 +315,13 @@ def _preset_tcp(p: Preset) -> int:
     return ct_map_sizes(p.node_memory, p.map_ratio).tcp if p.map_ratio else _static_tcp(p)
 
 
+def map_capacity(g: Given) -> tuple[int, int]:
+    """The TCP and non-TCP maps' capacity ``resolve`` gives ``g``'s sizing over its preset: the fleet's too."""
+    p = get_preset(DEFAULT_PRESET if g.preset is None else g.preset)
+    cap = _capacity(p, g, [], lambda name: "")
+    return cap.tcp, cap.any
+
+
 def _capacity(p: Preset, g: Given, notes: list[str], said: Callable[[str], str]) -> _Capacity:
     """The maps' capacity: --max-entries, else sizing from memory x ratio, else static sizes.
 

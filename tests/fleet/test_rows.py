@@ -130,3 +130,34 @@ def test_a_missing_node_or_url_is_one_line() -> None:
         from_prometheus(Given(), None, "n1", "node", Transport())
     with pytest.raises(InputError, match="give --node NAME"):
         from_prometheus(Given(), "http://127.0.0.1:1", " ", "node", Transport())
+
+
+@pytest.mark.parametrize(
+    "sizing",
+    [
+        {"max_entries": "1Mi"},
+        {"node_memory": "256Gi"},
+        {"node_memory": "256Gi", "map_ratio": "0.005"},
+        {"max_entries": "1Mi", "node_memory": "64Gi"},
+    ],
+)
+def test_the_fleet_sizes_a_map_as_run_sizes_it(sizing: dict[str, str]) -> None:
+    """One sizing rule: the fleet's fallback is `ctsim run --preset standard` (Cilium's defaults) on the same flags."""
+    from ctsim.cli.fleet_view import FALLBACK_PRESET, _assumptions
+    from ctsim.inputs.given import parse_given
+    from ctsim.inputs.scenario import resolve_flags
+
+    a = _assumptions(parse_given(**sizing), None)
+    run = resolve_flags(preset=FALLBACK_PRESET, **sizing)
+    assert a.capacity == (run.max_entries, run.any_max_entries)
+
+
+def test_the_fleet_takes_the_walk_rate_by_run_s_rule() -> None:
+    from ctsim.cli.fleet_view import _assumptions
+    from ctsim.inputs.given import parse_given
+    from ctsim.inputs.scenario import resolve_flags
+
+    for flags in ({"rate": "50000"}, {"profile": "cilium-1.18"}, {"rate": "50000", "profile": "cilium-1.18"}):
+        a = _assumptions(parse_given(**flags), None)
+        run = resolve_flags(**flags)
+        assert (a.rate or a.profile.walk_rate) == run.walk_rate, flags
