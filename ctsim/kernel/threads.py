@@ -12,7 +12,6 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any
 
 from ctsim.core.rate import (
     WAIT_SEMAPHORE_RESOLUTION,
@@ -71,6 +70,16 @@ class ThreadFIFOLock:
             self._cond.notify_all()
 
 
+class _Waiter:
+    """One blocked acquire. Compared by identity: two waiters for the same weight are still two waiters
+    (a list ``[n, False]`` compares equal to another's, and ``deque.remove`` would take the wrong one)."""
+
+    __slots__ = ("n", "ready")
+
+    def __init__(self, n: int) -> None:
+        self.n, self.ready = n, False
+
+
 class ThreadSemaphore:
     """``x/sync/semaphore.Weighted`` on threads: FIFO, with a give-up time."""
 
@@ -78,7 +87,7 @@ class ThreadSemaphore:
         self._clock = clock
         self._cond = threading.Condition()
         self._size, self._cur = size, 0
-        self._waiters: deque[list[Any]] = deque()
+        self._waiters: deque[_Waiter] = deque()
 
     def acquire(self, n: int, give_up_at: float, entered: Callable[[], None] | None = None) -> bool:
         """``entered`` is called once the request holds its place (a slot, or its turn in the queue)."""
@@ -88,11 +97,11 @@ class ThreadSemaphore:
                 if entered is not None:
                     entered()
                 return True
-            me: list[Any] = [n, False]
+            me = _Waiter(n)
             self._waiters.append(me)
             if entered is not None:
                 entered()
-            while not me[1]:
+            while not me.ready:
                 remaining = give_up_at - self._clock.now()
                 if remaining <= 0:
                     self._waiters.remove(me)
@@ -107,10 +116,10 @@ class ThreadSemaphore:
             self._notify()
 
     def _notify(self) -> None:
-        while self._waiters and self._size - self._cur >= self._waiters[0][0]:
+        while self._waiters and self._size - self._cur >= self._waiters[0].n:
             waiter = self._waiters.popleft()
-            self._cur += waiter[0]
-            waiter[1] = True
+            self._cur += waiter.n
+            waiter.ready = True
         self._cond.notify_all()
 
 

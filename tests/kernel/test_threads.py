@@ -1,0 +1,40 @@
+"""The emulation's thread primitives: the weighted semaphore gives up the right waiter."""
+
+from __future__ import annotations
+
+import threading
+
+from ctsim.kernel.threads import Clock, ThreadSemaphore
+
+
+def test_a_waiter_that_gives_up_leaves_its_equal_in_the_queue() -> None:
+    """Two waiters of the same weight: the later gives up first; the earlier is still granted on release.
+
+    With waiters stored as equal lists, ``deque.remove`` took the first equal one, the earlier waiter: it then
+    waited out its own give-up time though the slot came free, and the one that gave up kept a place.
+    """
+    clock = Clock()
+    sem = ThreadSemaphore(clock, 1)
+    assert sem.acquire(1, give_up_at=10.0)  # held: both waiters queue behind it
+    outcome: dict[str, tuple[bool, float]] = {}
+
+    def wait(name: str, give_up_at: float, entered: threading.Event) -> None:
+        got = sem.acquire(1, give_up_at, entered=entered.set)
+        outcome[name] = (got, clock.now())
+
+    first_in, second_in = threading.Event(), threading.Event()
+    first = threading.Thread(target=wait, args=("first", 30.0, first_in))
+    first.start()
+    assert first_in.wait(5)
+    second = threading.Thread(target=wait, args=("second", clock.now() + 0.2, second_in))
+    second.start()
+    assert second_in.wait(5)
+    second.join(5)
+    assert outcome["second"][0] is False  # gave up at its time
+    released = clock.now()
+    sem.release(1)
+    first.join(5)
+    assert not first.is_alive()
+    got, at = outcome["first"]
+    assert got and at - released < 2.0, outcome  # granted on the release, not at its own give-up time
+    assert sem._cur == 1 and not sem._waiters
