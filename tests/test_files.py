@@ -119,3 +119,53 @@ def test_a_plot_onto_a_device_or_fifo_is_written_into(tmp_path: Path) -> None:
     reader.join(timeout=30)
     assert got and got[0].startswith(b"\x89PNG")
     assert _is_chr(null) and stat.S_ISFIFO(fifo.lstat().st_mode)
+
+
+def test_dash_is_standard_output_for_every_output_flag(tmp_path: Path) -> None:
+    """`-` is stdout, as `fleet --csv -` and Unix tools take it: never a file named `-`; the table steps aside."""
+    csv = subprocess.run(
+        [sys.executable, *SWEEP, "--csv", "-"], capture_output=True, text=True, timeout=60, cwd=tmp_path
+    )
+    assert csv.returncode == 0, csv.stderr
+    assert "seed" in csv.stdout.splitlines()[0].split(",")  # the CSV header, the grid's axis in it
+    assert len(csv.stdout.splitlines()) == 3  # a header and the two points, and nothing else
+    doc = subprocess.run([sys.executable, *SWEEP, "-o", "-"], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert doc.returncode == 0, doc.stderr
+    import json
+
+    assert len(json.loads(doc.stdout)["rows"]) == 2
+    assert not (tmp_path / "-").exists()
+    both = _ctsim(*SWEEP, "--csv", "-", "-o", "-")
+    assert both.returncode == 2 and both.stderr.count("\n") == 1 and "standard output" in both.stderr
+    json_too = _ctsim(*SWEEP, "--csv", "-", "--json")
+    assert json_too.returncode == 2 and "--csv - and --json" in json_too.stderr
+
+
+def test_a_symlink_is_written_through_and_stays_a_link(tmp_path: Path) -> None:
+    target = tmp_path / "real" / "rows.csv"
+    target.parent.mkdir()
+    target.write_text("old\n")
+    link = tmp_path / "rows.csv"
+    link.symlink_to(target)
+    write_atomic(str(link), "new\n")
+    assert link.is_symlink() and os.readlink(link) == str(target)
+    assert target.read_text() == "new\n"
+    assert sorted(os.listdir(target.parent)) == ["rows.csv"]  # its temporary file was beside the target
+    dangling = tmp_path / "later.csv"
+    dangling.symlink_to(tmp_path / "real" / "later.csv")
+    check_writable(str(dangling), "--csv")
+    write_atomic(str(dangling), "made\n")
+    assert dangling.is_symlink() and (tmp_path / "real" / "later.csv").read_text() == "made\n"
+
+
+def test_ctwatch_textfile_is_a_prom_file_or_the_once_page(tmp_path: Path) -> None:
+    base = ["-m", "ctwatch", "--once", "--collector.disable-defaults", "--collector.nf_conntrack",
+            "--path.procfs", str(PROCFS)]  # fmt: skip
+    txt = _ctsim(*base, "--textfile", str(tmp_path / "out.txt"))
+    assert txt.returncode == 2 and ".prom" in txt.stderr and txt.stderr.count("\n") == 1
+    assert not (tmp_path / "out.txt").exists()
+    page = _ctsim(*base, "--textfile", "-")
+    assert page.returncode == 0, page.stderr
+    assert page.stdout.count("# HELP ctwatch_build_info ") == 1  # the page once, not twice
+    daemon = _ctsim("-m", "ctwatch", "--textfile", "-", "--path.procfs", str(PROCFS))
+    assert daemon.returncode == 2 and "--once" in daemon.stderr

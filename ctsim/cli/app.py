@@ -12,7 +12,7 @@ import typer
 from ctsim.cli.command import run_cli
 from ctsim.cli.options import Str, fallback_options, live_scenario_options, prometheus_options, scenario_options
 from ctsim.core.errors import InputError
-from ctsim.core.files import check_distinct, check_writable, write_atomic
+from ctsim.core.files import STDOUT, check_distinct, check_writable, write_atomic
 
 if TYPE_CHECKING:
     from ctsim.fleet.prometheus import Transport
@@ -195,12 +195,14 @@ def sweep(
     processes: Annotated[
         int, typer.Option(metavar="INT", min=0, max=256, help="Worker processes (0: one per core).")
     ] = 0,
-    csv_path: Annotated[Str, typer.Option("--csv", metavar="FILE", help="Write the rows as CSV to this file.")] = None,
+    csv_path: Annotated[
+        Str, typer.Option("--csv", metavar="FILE", help="Write the rows as CSV to this file ('-': stdout).")
+    ] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the rows, base and grid as one JSON document.")
     ] = False,
     output: Annotated[
-        Str, typer.Option("--output", "-o", metavar="FILE", help="Write that JSON document to this file.")
+        Str, typer.Option("--output", "-o", metavar="FILE", help="Write that JSON document to this file ('-': stdout).")
     ] = None,
     heatmap: Annotated[
         Str, typer.Option(metavar="FILE.png", help="Draw a heatmap PNG of --value over --x and --y.")
@@ -242,6 +244,10 @@ def sweep(
         raise InputError(f"--value: {value!r} is not a numeric row output ({', '.join(sw.HEATMAP_VALUES)})")
     # Every output is checked before the work starts: no traceback after minutes of simulating.
     check_distinct({"--csv": csv_path, "--output": output, "--heatmap": heatmap})
+    to_stdout = next((flag for flag, path in (("--csv", csv_path), ("--output", output), ("--heatmap", heatmap))
+                      if path == STDOUT), None)  # fmt: skip
+    if to_stdout and as_json:
+        raise InputError(f"{to_stdout} - and --json: both would go to standard output; give {to_stdout} a file")
     if csv_path is not None:
         check_writable(csv_path, "--csv")
     if output is not None:
@@ -277,6 +283,8 @@ def sweep(
         draw(rows, x, y, value, heatmap)
     if as_json:
         sys.stdout.write(sw.to_json(rows, base, axes, extra))
+        return
+    if to_stdout:  # standard output holds that file: no table beside it
         return
     from ctsim.cli.tables import render_sweep, render_sweep_replications
 
@@ -411,7 +419,7 @@ def calibrate(
         str, typer.Option(metavar="COUNT", help="nf_conntrack entries to add in a throwaway netns (0: skip).")
     ] = "5k",
     output: Annotated[
-        Str, typer.Option("--output", "-o", metavar="FILE", help="Write the calibration file here.")
+        Str, typer.Option("--output", "-o", metavar="FILE", help="Write the calibration file here ('-': stdout).")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the measurements as JSON.")] = False,
 ) -> None:
@@ -431,6 +439,8 @@ def calibrate(
         sizes=tuple(parse_count(s, "--sizes", minimum=1024, maximum=cal.MAX_ENTRIES) for s in size_list),
         nf_entries=parse_count(nf_entries, "--nf-entries", maximum=cal.MAX_NF_ENTRIES),
     )
+    if output == STDOUT and as_json:
+        raise InputError("--output - and --json: both would print the measurements; give --output a file")
     if output is not None:
         check_writable(output, "--output")
     cal.probe()
@@ -439,6 +449,8 @@ def calibrate(
         dump(measured.to_dict(), output)
     if as_json:
         _print_json(measured.to_dict())
+        return
+    if output == STDOUT:  # the calibration file is on standard output: no table beside it
         return
     from ctsim.cli.tables import render_calibration
 

@@ -7,6 +7,9 @@ nodes, so: an input that is not a regular file (a FIFO, a socket, a device)
 is refused before it can block; an output that is a character device or a
 FIFO (``/dev/null``, ``/dev/stdout``, a pipe) is written straight into,
 never replaced by a regular file; any other non-regular output is refused.
+A symlink is written through: its target is replaced (atomically, beside
+it), the link stays, as ``> link`` does. ``-`` is standard output, for every
+output flag alike.
 """
 
 from __future__ import annotations
@@ -15,12 +18,22 @@ import contextlib
 import errno
 import os
 import stat
+import sys
 import time
 from pathlib import Path
+from typing import BinaryIO
 
 from ctsim.core.errors import InputError
 
 MAX_INPUT_BYTES = 1 << 20  # calibration files and grid files are a few KiB
+STDOUT = "-"  # an output path meaning standard output, as `fleet --csv -` and most Unix tools take it
+
+
+def _stdout_buffer(flag: str) -> BinaryIO:
+    stream = sys.stdout
+    if stream is None or stream.closed:
+        raise InputError(f"{flag}: standard output is closed")
+    return stream.buffer
 
 
 def _kind(mode: int) -> str:
@@ -91,7 +104,10 @@ def check_writable(path: str, flag: str, suffix: str | None = None) -> None:
     """Fails now, in one line, if ``path`` could not be written later."""
     if not path or not path.strip():
         raise InputError(f"{flag}: empty path")
-    p = Path(path)
+    if path == STDOUT:
+        _stdout_buffer(flag)
+        return
+    p = Path(os.path.realpath(path))  # through a symlink: its target is what gets written
     mode = _mode(path, flag)
     if mode is not None and stat.S_ISDIR(mode):
         raise InputError(f"{flag}: {path} is a directory; name a file")
@@ -102,7 +118,7 @@ def check_writable(path: str, flag: str, suffix: str | None = None) -> None:
         return
     if mode is not None and not stat.S_ISREG(mode):
         raise InputError(f"{flag}: {path} is {_kind(mode)}; name a regular file")
-    if suffix is not None and p.suffix.lower() != suffix:
+    if suffix is not None and Path(path).suffix.lower() != suffix:
         raise InputError(f"{flag}: {path} must end in {suffix}")
     parent = p.parent if str(p.parent) else Path(".")
     if not parent.is_dir():
@@ -125,6 +141,11 @@ def check_distinct(paths: dict[str, str | None]) -> None:
     for flag, path in paths.items():
         if not path:
             continue
+        if path == STDOUT:
+            if STDOUT in seen:
+                raise InputError(f"{flag} -: {seen[STDOUT]} writes to standard output too; give one of them a file")
+            seen[STDOUT] = flag
+            continue
         key = os.path.realpath(path)
         if key in seen:
             mode = _mode(key, flag)
@@ -135,13 +156,24 @@ def check_distinct(paths: dict[str, str | None]) -> None:
 
 
 def write_atomic(path: str, text: str | bytes) -> None:
-    """A regular file through a temporary one beside it (a reader never sees half); a device or FIFO directly."""
-    target = Path(path)
+    """A regular file through a temporary one beside it (a reader never sees half); a device or FIFO directly.
+
+    ``-``: standard output. A symlink: its target, replaced beside itself; the link is left as it was.
+    """
     data = text.encode() if isinstance(text, str) else text
-    mode = _mode(path, "cannot write")
+    if path == STDOUT:
+        out = _stdout_buffer("cannot write")
+        try:
+            out.write(data)
+            out.flush()
+        except OSError as exc:
+            raise InputError(f"cannot write to standard output: {exc.strerror or exc}") from None
+        return
+    target = Path(os.path.realpath(path))
+    mode = _mode(str(target), "cannot write")
     if mode is not None and _streamed(mode):
         try:
-            fd = _open_stream(path)
+            fd = _open_stream(str(target))
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
         except OSError as exc:

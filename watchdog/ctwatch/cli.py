@@ -167,7 +167,10 @@ def main_command(
     textfile: Annotated[
         Str,
         typer.Option(
-            "--textfile", metavar="FILE", help="Also write each collection here (node_exporter's textfile collector)."
+            "--textfile",
+            metavar="FILE.prom",
+            help="Also write each collection here, for node_exporter's textfile collector (which reads only *.prom; "
+            "'-': the page on stdout, with --once).",
         ),
     ] = None,
     once: Annotated[bool, typer.Option("--once", help="Print one collection and exit.")] = False,
@@ -202,7 +205,6 @@ def main_command(
     """Warn through Prometheus before conntrack scrubs outgrow the CNI deadline."""
     if ctx.invoked_subcommand is not None:
         return
-    from ctsim.core.files import check_writable
     from ctsim.core.quantity import parse_duration
     from ctwatch import logs
     from ctwatch.assess import RATE_WINDOW, Assessor
@@ -236,7 +238,7 @@ def main_command(
     period = parse_duration(interval, "--interval", minimum=MIN_INTERVAL, maximum=86400.0)
     host, port = parse_listen(listen)
     if textfile is not None:
-        check_writable(textfile, "--textfile")
+        _check_textfile(textfile, once)
     from ctwatch import webconfig
 
     web = webconfig.load(web_config) if web_config is not None else None
@@ -245,6 +247,20 @@ def main_command(
     collector = SnapshotCollector(thresholds, tuple(config.enabled()))
     serving = Serving(listen, host, port, period, max_requests, web, textfile, once)
     _run(watcher, collector, new_registry(collector, process=True), serving)
+
+
+def _check_textfile(textfile: str, once: bool) -> None:
+    """node_exporter's textfile collector reads ``*.prom`` only: any other name would be written and never read."""
+    from ctsim.core.files import STDOUT, check_writable
+
+    if textfile == STDOUT:
+        if not once:
+            raise InputError(
+                "--textfile -: standard output takes one page, with --once; as a daemon, name a .prom file"
+            )
+        check_writable(textfile, "--textfile")
+        return
+    check_writable(textfile, "--textfile", suffix=".prom")
 
 
 @dataclass(frozen=True)
@@ -287,9 +303,10 @@ def _run(watcher: Watcher, collector: SnapshotCollector, registry: CollectorRegi
                     slowest_below_fastest=f"{spread:.0%}",
                     note="contention on this CPU only slows samples; --calibration pins the rate",
                 )  # fmt: skip
-        if textfile:
-            write_atomic(textfile, generate_latest(registry).decode())
-        sys.stdout.write(generate_latest(registry).decode())
+        page = generate_latest(registry).decode()
+        if textfile and textfile != "-":  # "-": the page below is the textfile
+            write_atomic(textfile, page)
+        sys.stdout.write(page)
         return
     try:
         server = serve(
