@@ -14,6 +14,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from ctsim.core.deadline import within
 from ctsim.core.errors import InputError
 from ctsim.core.files import read_text
 
@@ -148,10 +149,12 @@ class Client:
         where = f"Prometheus at {self.url}"
         start = time.perf_counter()
         self.queries += 1
+        timeout = self.transport.timeout_s
         try:
-            response = self._http.post("api/v1/query", data=form)
-        except httpx.TimeoutException:
-            raise PrometheusError(f"{where}: no answer within {self.transport.timeout_s:g}s (--timeout)") from None
+            # The whole request within --timeout: httpx bounds each read, a trickling server never trips that.
+            response = within(timeout, lambda: self._http.post("api/v1/query", data=form))
+        except (httpx.TimeoutException, TimeoutError):
+            raise PrometheusError(f"{where}: no whole answer within {timeout:g}s (--timeout)") from None
         except httpx.HTTPError as exc:
             raise PrometheusError(f"{where}: cannot connect: {_reason(exc)}") from None
         finally:

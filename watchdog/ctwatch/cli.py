@@ -316,7 +316,13 @@ def _run(watcher: Watcher, collector: SnapshotCollector, registry: CollectorRegi
         raise InputError(f"--web.listen-address: cannot listen on {listen}: {exc.strerror or exc}") from None
     log_event("listening", address=listen, interval_s=period, sources=list(collector.enabled))
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    from ctwatch.collector import STOPPING
+
+    def terminate(*_: object) -> None:
+        stop.set()
+        STOPPING.set()  # a collection waiting on a slow source gives up now
+
+    signal.signal(signal.SIGTERM, terminate)
     textfile_failing = False
     try:
         while not stop.is_set():

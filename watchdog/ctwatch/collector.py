@@ -8,12 +8,16 @@ The watcher collects from every enabled collector, the command line makes a
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ctwatch.readings import SourceResult
+
+# Set on SIGTERM: a collector waiting on a slow source stops waiting, so ctwatch ends within a second.
+STOPPING = threading.Event()
 
 
 @dataclass

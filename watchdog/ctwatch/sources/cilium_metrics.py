@@ -8,6 +8,7 @@ entry count for free. The GC interval metric exists from 1.18 on (v1.18.0-pre.1)
 from __future__ import annotations
 
 import functools
+import threading
 import urllib.parse
 from typing import TYPE_CHECKING
 
@@ -67,12 +68,24 @@ def check_url(url: str) -> str | None:
     return None
 
 
+# One request to the agent at a time: a request left waiting on a trickling agent is not joined by another.
+_IN_FLIGHT = threading.Semaphore(1)
+
+
 def fetch(url: str, timeout_s: float) -> str:
+    """The page, whole within ``timeout_s`` (connect, headers, body), or an exception; SIGTERM ends the wait."""
+    from ctsim.core.deadline import within
+    from ctwatch.collector import STOPPING
+
     problem = check_url(url)
     if problem:
         raise BadMetrics(problem)
-    with _opener().open(url, timeout=timeout_s) as response:
-        body = response.read(16 << 20)
+
+    def get() -> bytes:
+        with _opener().open(url, timeout=timeout_s) as response:
+            return response.read(16 << 20)
+
+    body = within(timeout_s, get, cancel=STOPPING, one_at_a_time=_IN_FLIGHT)
     return body.decode("utf-8", errors="strict")
 
 
