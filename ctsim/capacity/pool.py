@@ -71,12 +71,16 @@ def check_scheduler(scheduler: str | None) -> None:
     _dask()
     from distributed.comm.addressing import parse_address, parse_host_port
 
+    from ctsim.core.urls import check_port
+
+    port = None
     try:
         scheme, location = parse_address(scheduler)
         if scheme in ("tcp", "tls"):
-            parse_host_port(location)
+            _, port = parse_host_port(location)
     except ValueError as exc:
         raise InputError(f"--scheduler: not a Dask address ({exc}), e.g. tcp://10.0.0.5:8786") from None
+    check_port(port, "--scheduler")
 
 
 def _dask() -> None:

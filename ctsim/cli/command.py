@@ -7,8 +7,11 @@ group of flags declared once, appended to any command that takes it.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import functools
 import inspect
+import io
 import os
 import sys
 import typing
@@ -17,11 +20,84 @@ from typing import Any, NoReturn
 
 from ctsim.core.errors import InputError
 
+MAX_LINE = 400  # characters of an error line: a 100,000-character value is cut, its flag still named first
+
+
+def one_line(message: str) -> str:
+    """What an error line says: one line, no password, at most ``MAX_LINE`` characters."""
+    from ctsim.core.urls import redact_text
+
+    text = redact_text(" ".join(message.split("\n")))
+    if len(text) > MAX_LINE:
+        text = f"{text[:MAX_LINE]}... ({len(text) - MAX_LINE:,} more characters)"
+    return text
+
 
 def fail(prog: str, message: str, code: int = 2) -> NoReturn:
-    if message:  # typer's no-args help carries none: the help is the message
-        print(f"{prog}: error: {message}", file=sys.stderr)
+    if message and sys.stderr is not None:  # typer's no-args help carries none: the help is the message
+        with contextlib.suppress(OSError, ValueError):  # stderr gone too: the exit code is all that is left
+            print(f"{prog}: error: {one_line(message)}", file=sys.stderr, flush=True)
     sys.exit(code)
+
+
+# Output errors: a full disk, a closed stdout, a reader that went away.
+_OUTPUT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EPIPE, errno.EBADF, errno.EIO, errno.EFBIG})
+
+
+class _ClosedStream(io.TextIOBase):
+    """Standard output closed at start (``>&-``): writing to it is an error, said in one line, not a traceback."""
+
+    def writable(self) -> bool:
+        return True
+
+    def isatty(self) -> bool:
+        return False
+
+    def write(self, s: str) -> int:
+        raise OSError(errno.EBADF, "standard output is closed")
+
+
+def _ascii_fallback(exc: UnicodeError) -> tuple[str, int]:
+    """Where the terminal's encoding cannot hold a character (``PYTHONIOENCODING=latin-1``): its ASCII stand-in."""
+    if not isinstance(exc, UnicodeEncodeError):
+        raise exc
+    bad = exc.object[exc.start : exc.end]
+    return "".join(_ASCII.get(c, "?") for c in bad), exc.end
+
+
+_ASCII = {
+    "→": "->", "—": "-", "–": "-", "≤": "<=", "≥": ">=", "✔": "+", "✘": "x", "µ": "u", "…": "...", "×": "x",
+    "·": ".", "±": "+/-", "≈": "~", "’": "'", "“": '"', "”": '"', "━": "-", "─": "-", "│": "|", "┃": "|",
+}  # fmt: skip
+
+
+def _safe_streams() -> None:
+    """stdout and stderr that cannot raise on a character their encoding lacks, and a closed stdout that says so."""
+    import codecs
+
+    codecs.register_error("ctsim-ascii", _ascii_fallback)
+    if sys.stdout is None:
+        sys.stdout = _ClosedStream()
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None and (getattr(stream, "encoding", "") or "").lower().replace("-", "") != "utf8":
+            reconfigure(errors="ctsim-ascii")
+
+
+def _quiet_stdout() -> None:
+    """After an output error, the interpreter's last flush must not print a second complaint."""
+    with contextlib.suppress(OSError, ValueError):
+        fd = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(fd, 1)
+        os.close(fd)
+
+
+def _output_error(prog: str, exc: OSError) -> NoReturn:
+    if exc.errno == errno.EPIPE:  # the reader went away (`| head`): quietly, exit 1, as click does mid-command
+        _quiet_stdout()
+        sys.exit(1)
+    _quiet_stdout()
+    fail(prog, f"cannot write to standard output: {exc.strerror or exc}", 1)
 
 
 def interrupted(prog: str) -> NoReturn:
@@ -37,8 +113,14 @@ def run_cli(app: Any, prog: str) -> NoReturn:
     """Runs a typer app; every input error, typer's or ours, becomes one line and exit 2."""
     import typer
 
+    _safe_streams()
     try:
         rv = app(standalone_mode=False)
+        sys.stdout.flush()  # here, not at exit: a full disk is one line, not "Exception ignored"
+    except OSError as exc:
+        if exc.errno not in _OUTPUT_ERRNOS:
+            raise
+        _output_error(prog, exc)
     except InputError as exc:
         fail(prog, str(exc))
     except typer.Exit as exc:

@@ -282,6 +282,7 @@ def run_fleet(
     with Client(url, transport) as client:
         read = read_fleet(client, query)
         query_seconds = client.seconds
+    url = client.shown  # from here on the URL is only shown: never with its password
     if not read.nodes:
         where = f" matching {selector}" if selector else ""
         why = (

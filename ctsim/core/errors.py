@@ -18,3 +18,8 @@ def pick(table: Mapping[str, T], name: str, flag: str, what: str) -> T:
         return table[name]
     except KeyError:
         raise InputError(f"{flag}: unknown {what} {name!r} (known: {', '.join(table)})") from None
+
+
+def shorten(text: str, limit: int = 80) -> str:
+    """A value as an error line echoes it: whole when short, else its start and how much was cut."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text) - limit:,} more characters)"

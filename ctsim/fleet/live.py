@@ -81,7 +81,7 @@ def read_node(client: Client, node: str, query: Query, assumptions: Assumptions)
     read = read_fleet(client, query, only=node)
     if node not in read.nodes:
         raise InputError(
-            f"--node: no ctwatch or Cilium CT series with {' or '.join(query.labels)} = {node!r} at {client.url} "
+            f"--node: no ctwatch or Cilium CT series with {' or '.join(query.labels)} = {node!r} at {client.shown} "
             f"(is it the label that names nodes? --node-label)"
         )
     risk = assess(read.nodes[node], assumptions)

@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ctsim.core.deadline import within
-from ctsim.core.errors import InputError
+from ctsim.core.errors import InputError, shorten
 from ctsim.core.files import read_text
+from ctsim.core.urls import check_port, redact
 
 DEFAULT_TIMEOUT_S = 30.0
 
@@ -86,9 +87,15 @@ class Client:
         try:
             parsed = httpx.URL(base)
         except (httpx.InvalidURL, TypeError, ValueError) as exc:
-            raise InputError(f"--prometheus-url: not a URL: {base!r} ({exc})") from None
+            raise InputError(f"--prometheus-url: not a URL: {shorten(self.shown)!r} ({redact(str(exc))})") from None
         if parsed.scheme not in ("http", "https") or not parsed.host:
-            raise InputError(f"--prometheus-url: expected http(s)://host[:port][/prefix], got {base!r}")
+            raise InputError(f"--prometheus-url: expected http(s)://host[:port][/prefix], got {shorten(self.shown)!r}")
+        check_port(parsed.port, "--prometheus-url")
+        host = parsed.host
+        if ":" not in host and (len(host) > 253 or any(len(label) > 63 for label in host.split("."))):
+            raise InputError(
+                f"--prometheus-url: {shorten(host)!r} is not a host name (labels of at most 63 characters)"
+            )
         t = self.transport
         if not t.timeout_s > 0 or not math.isfinite(t.timeout_s):
             raise InputError(f"--timeout: must be a positive number of seconds, got {t.timeout_s}")
@@ -127,6 +134,11 @@ class Client:
         except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError: a bad certificate or key
             raise InputError(f"--cert-file: cannot load the client certificate: {exc}") from None
 
+    @property
+    def shown(self) -> str:
+        """The URL as every line shows it: without its password."""
+        return redact(self.url.strip())
+
     def close(self) -> None:
         if self._http is not None:
             self._http.close()
@@ -146,7 +158,7 @@ class Client:
         form = {"query": expr}
         if at is not None:
             form["time"] = f"{at:.3f}"
-        where = f"Prometheus at {self.url}"
+        where = f"Prometheus at {self.shown}"
         start = time.perf_counter()
         self.queries += 1
         timeout = self.transport.timeout_s
@@ -157,6 +169,8 @@ class Client:
             raise PrometheusError(f"{where}: no whole answer within {timeout:g}s (--timeout)") from None
         except httpx.HTTPError as exc:
             raise PrometheusError(f"{where}: cannot connect: {_reason(exc)}") from None
+        except UnicodeError:  # the resolver's IDNA codec: a label over 63 characters, or a name over 253
+            raise PrometheusError(f"{where}: cannot connect: not a valid host name") from None
         finally:
             self.seconds += time.perf_counter() - start
         return _samples(response, where, expr)

@@ -45,4 +45,8 @@ def log_event(msg: str, level: str = "info", **fields: object) -> None:
         line = json.dumps(record, sort_keys=False, default=str)
     else:
         line = " ".join(f"{k}={_logfmt_value(v)}" for k, v in record.items())
+    if "@" in line:  # a URL's password never reaches a log (--cilium.metrics-url http://user:pass@...)
+        from ctsim.core.urls import redact_text
+
+        line = redact_text(line)
     print(line, file=sys.stderr, flush=True)

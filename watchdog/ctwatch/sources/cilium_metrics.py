@@ -56,15 +56,21 @@ def _opener() -> urllib.request.OpenerDirector:
 
 def check_url(url: str) -> str | None:
     """None if ``url`` may be fetched, else why not."""
+    from ctsim.core.errors import shorten
+    from ctsim.core.urls import redact
+
+    shown = shorten(redact(url))
     try:
         parts = urllib.parse.urlsplit(url)
-        parts.port  # noqa: B018 - parses the port: 'http://h:x' fails here, not at the first fetch
+        port = parts.port  # parses the port: 'http://h:x' fails here, not at the first fetch
     except ValueError as exc:
-        return f"cannot parse {url!r}: {exc}"
+        return f"cannot parse {shown!r}: {exc}"
     if parts.scheme not in SCHEMES:
-        return f"only http:// or https:// URLs are fetched, got {url!r}"
+        return f"only http:// or https:// URLs are fetched, got {shown!r}"
     if not parts.hostname:
-        return f"no host in {url!r}"
+        return f"no host in {shown!r}"
+    if port == 0:
+        return f"invalid port 0 in {shown!r} (a TCP port is 1-65535)"
     return None
 
 
