@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from ctsim.core.defaults import CONNTRACK_GC_MAX_LRU_INTERVAL, CONNTRACK_GC_STARTING_INTERVAL
+from ctsim.core.defaults import CONNTRACK_GC_MAX_LRU_INTERVAL, CONNTRACK_GC_STARTING_INTERVAL, LIMIT_TABLE_MIN
 from ctsim.core.errors import InputError
 from ctsim.core.floats import left_sum
 from ctsim.core.profiles import get_profile
@@ -327,7 +327,8 @@ def plan(facts: Facts) -> CapacityPlan:
         )
     ]
     cap = max_entries_for_burst(peak, burst, today.deadline, overhead)
-    if cap < min(today.max_entries, adaptive.peak_maps[0]):  # a cap the table never reaches changes nothing
+    # A cap the table never reaches changes nothing; one under LimitTableMin is not a map Cilium makes.
+    if LIMIT_TABLE_MIN <= cap < min(today.max_entries, adaptive.peak_maps[0]):
         capped = steady_state(facts, 0.0, max_entries=cap)
         candidates.append(
             (

@@ -236,6 +236,10 @@ def sweep(
         axes[name] = values
     if not axes:
         raise InputError("sweep: give at least one --grid NAME=V1,V2,... or a --grid-file")
+    if "seed" in axes and replications > 1:
+        raise InputError(
+            "--grid seed: --replications draws every point's seeds from --seed; sweep the seed or replicate, not both"
+        )
     if heatmap and (x not in axes or y not in axes):
         raise InputError(f"--heatmap: --x {x!r} and --y {y!r} must both be grid axes ({', '.join(axes)})")
     if heatmap and replications > 1:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ctsim.core.defaults import CT_MAPS
-from ctsim.core.errors import InputError
+from ctsim.core.errors import InputError, shorten
 from ctsim.fleet.prometheus import Client, Transport
 from ctsim.fleet.risk import Assumptions, NodeRisk, assess
 from ctsim.fleet.series import Query, read_fleet
@@ -106,6 +106,8 @@ def live_inputs(
         raise InputError("--node: give --from-prometheus URL too")
     if node is None or not node.strip():
         raise InputError("--from-prometheus: give --node NAME too (the node's --node-label value)")
+    if any(c in node for c in '"\\{}\n'):
+        raise InputError(f"--node: {shorten(node)!r} is not a node name (no quotes, braces or backslashes)")
     assumptions = Assumptions(profile=get_profile(profile or DEFAULT_PROFILE))
     with Client(url, transport) as client:
         risk = read_node(client, node, Query(node_label=node_label), assumptions)

@@ -210,6 +210,7 @@ def assess(facts: NodeFacts, a: Assumptions) -> NodeRisk:
     )
     if facts.down:
         risk.flags.append("ctwatch sources down: " + ", ".join(sorted(set(facts.down))))
+    risk.flags.extend(facts.implausible)
     per_family = _maps(facts, a, risk)
     if not per_family:
         if not risk.unknown:

@@ -18,9 +18,10 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from ctsim.core.defaults import CILIUM_PRESSURE_MAPS, CT_MAPS, FAMILY_OF_MAP
+from ctsim.core.defaults import CILIUM_PRESSURE_MAPS, CT_MAPS, FAMILY_OF_MAP, LIMIT_TABLE_MAX
 from ctsim.core.errors import InputError
 from ctsim.fleet.prometheus import Client, Sample
+from ctsim.inputs.given import MAX_DEADLINE, MAX_HORIZON, MAX_PODS, MAX_WALK_RATE
 
 OBSERVED_WINDOW = "1d"  # how far back Cilium's own durations are averaged: GC passes can be 12h apart
 DEFAULT_NODE_LABEL = "node,instance"
@@ -54,6 +55,7 @@ class NodeFacts:
     observed_ct_clean: float | None = None  # mean waitingForCTClean of an endpoint regeneration
     sources: set[str] = field(default_factory=set)  # "ctwatch", "cilium"
     down: list[str] = field(default_factory=list)  # ctwatch sources that did not answer
+    implausible: list[str] = field(default_factory=list)  # series out of the bounds of the flag they stand for
 
     def map(self, name: str) -> MapFacts:
         return self.maps.setdefault(name, MapFacts())
@@ -181,42 +183,70 @@ def _finite(v: float) -> bool:
     return v == v and abs(v) != float("inf")
 
 
+# What a series may say, by the flag it stands for: the same bounds a user's flag meets. Outside them the series
+# is left out, and the row says which (a 1e30-entry map is a broken exporter, not a node to rank critical).
+BOUNDS: dict[str, tuple[float, float, str]] = {
+    "entries": (0.0, LIMIT_TABLE_MAX, f"a CT map holds at most {LIMIT_TABLE_MAX:,} (LimitTableMax)"),
+    "max_entries": (1.0, LIMIT_TABLE_MAX, f"a CT map's capacity is at most {LIMIT_TABLE_MAX:,} (LimitTableMax)"),
+    "pressure": (0.0, 1.0, "a map's count over its capacity"),
+    "rate": (1.0, MAX_WALK_RATE, f"--rate's bounds, 1 to {MAX_WALK_RATE:.0e} entries/s"),
+    "deadline": (1.0, MAX_DEADLINE, f"--deadline's bounds, 1 s to {MAX_DEADLINE:g} s"),
+    "burst": (1.0, MAX_PODS, f"--pods' bounds, 1 to {MAX_PODS:,}"),
+    "gc_interval": (1.0, MAX_HORIZON, "a GC interval of 1 s to 400 d"),
+}
+
+
+def _plausible(facts: NodeFacts, kind: str, series: str, value: float) -> bool:
+    """``value`` within ``BOUNDS[kind]``; else noted on the node (a NaN or a missing value is only absent)."""
+    if not _finite(value):
+        return False
+    low, high, why = BOUNDS[kind]
+    if low <= value <= high:
+        return True
+    facts.implausible.append(f"{series} = {value:.6g} is implausible ({why}): left out")
+    return False
+
+
 def _ctwatch(each: Each) -> None:
     """ctwatch's series: per map, Cilium's pressure x capacity where ctwatch had it (its own choice), else its count."""
     rank = {"cilium_metrics": 2, "bpf": 1}
     chosen: dict[tuple[str, str], str] = {}
     for facts, s in each("entries"):
         name, source = s.labels.get("map", ""), s.labels.get("source", "")
-        if name not in FAMILY_OF_MAP or not _finite(s.value):
+        if name not in FAMILY_OF_MAP:
+            continue
+        series = f'ctwatch_entries{{map="{name}",source="{source}"}}'
+        if not _plausible(facts, "entries", series, s.value):
             continue
         facts.sources.add("ctwatch")
         key = (facts.node, name)
         if rank.get(source, 0) >= rank.get(chosen.get(key, ""), 0):
             chosen[key] = source
             m = facts.map(name)
-            m.entries = max(0.0, s.value)
-            m.entries_series = f'ctwatch_entries{{map="{name}",source="{source}"}}'
+            m.entries = s.value
+            m.entries_series = series
     for facts, s in each("growth"):
         name = s.labels.get("map", "")
         if chosen.get((facts.node, name)) == s.labels.get("source") and _finite(s.value):
             facts.map(name).growth = s.value
     for facts, s in each("max_entries"):
         name = s.labels.get("map", "")
-        if name in FAMILY_OF_MAP and _finite(s.value) and s.value >= 1:
+        if name in FAMILY_OF_MAP and _plausible(facts, "max_entries", f'ctwatch_max_entries{{map="{name}"}}', s.value):
             facts.sources.add("ctwatch")
             m = facts.map(name)
             m.max_entries = int(s.value)
             m.capacity_series = f'ctwatch_max_entries{{map="{name}"}}'
     for facts, s in each("rate"):
         family = s.labels.get("family", "")
-        if family in CT_MAPS and _finite(s.value) and s.value > 0:
+        series = f'ctwatch_walk_rate_entries_per_second{{family="{family}"}}'
+        if family in CT_MAPS and _plausible(facts, "rate", series, s.value):
             facts.sources.add("ctwatch")
             facts.rates[family] = (s.value, s.labels.get("source", ""))
     for facts, s in each("deadline"):
-        if _finite(s.value) and s.value > 0:
+        if _plausible(facts, "deadline", "ctwatch_deadline_seconds", s.value):
             facts.deadline = s.value
     for facts, s in each("burst"):
-        if _finite(s.value) and s.value >= 1:
+        if _plausible(facts, "burst", "ctwatch_burst_pods", s.value):
             facts.burst = int(s.value)
     for facts, s in each("level"):
         if s.labels.get("family") in CT_MAPS and _finite(s.value):
@@ -225,7 +255,7 @@ def _ctwatch(each: Each) -> None:
         if s.value == 0:
             facts.down.append(s.labels.get("source", "?"))
     for facts, s in each("ctwatch_gc_interval"):
-        if _finite(s.value) and s.value > 0:
+        if _plausible(facts, "gc_interval", "ctwatch_cilium_gc_interval_seconds", s.value):
             facts.gc_interval, facts.gc_interval_series = s.value, "ctwatch_cilium_gc_interval_seconds"
 
 
@@ -233,19 +263,20 @@ def _cilium(each: Each) -> None:
     """Cilium's own series: pressure where ctwatch gave no count, its GC interval, and what it observed."""
     for facts, s in each("pressure"):
         name = CILIUM_PRESSURE_MAPS.get(s.labels.get("map_name", ""))
-        if name is None or not _finite(s.value):
+        series = f'cilium_bpf_map_pressure{{map_name="{s.labels.get("map_name", "")}"}}'
+        if name is None or not _plausible(facts, "pressure", series, s.value):
             continue
         facts.sources.add("cilium")
         m = facts.map(name)
         if m.entries is None:
-            m.pressure = max(0.0, s.value)
-            m.entries_series = f'cilium_bpf_map_pressure{{map_name="{s.labels["map_name"]}"}}'
+            m.pressure = s.value
+            m.entries_series = series
     for facts, s in each("pressure_growth"):
         name = CILIUM_PRESSURE_MAPS.get(s.labels.get("map_name", ""))
         if name is not None and facts.map(name).pressure is not None and _finite(s.value):
             facts.map(name).growth = s.value  # a share of the map per second, until a capacity is known
     for facts, s in each("gc_interval"):
-        if _finite(s.value) and s.value > 0:
+        if _plausible(facts, "gc_interval", "cilium_datapath_conntrack_gc_interval_seconds", s.value):
             facts.sources.add("cilium")
             facts.gc_interval = s.value
             facts.gc_interval_series = "cilium_datapath_conntrack_gc_interval_seconds"

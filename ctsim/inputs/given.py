@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 
 from ctsim.core.calibration import Calibration
+from ctsim.core.defaults import LIMIT_TABLE_MIN
 from ctsim.core.errors import InputError
 from ctsim.core.profiles import DEFAULT_PROFILE, get_profile
 from ctsim.core.quantity import parse_count, parse_duration, parse_float
@@ -134,10 +135,10 @@ PARSERS: dict[str, Callable[[str], object]] = {
     "any_entries": _count("--any-entries"),
     "node_memory": _count("--node-memory", minimum=1, maximum=MAX_NODE_MEMORY),
     "map_ratio": lambda text: parse_float(text, "--map-ratio", low=0.0, high=1.0),
-    "max_entries": _count("--max-entries", minimum=1),
+    "max_entries": _count("--max-entries", minimum=LIMIT_TABLE_MIN),  # Cilium's LimitTableMin
     "ipv6_entries": _count("--ipv6-entries"),
     "ipv6_any_entries": _count("--ipv6-any-entries"),
-    "ipv6_max_entries": _count("--ipv6-max-entries", minimum=1),
+    "ipv6_max_entries": _count("--ipv6-max-entries", minimum=LIMIT_TABLE_MIN),
     "agent_state": _agent_state,
     "expired_fraction": lambda text: parse_float(text, "--expired-fraction", low=0.0, high=1.0),
     "calibration": _calibration,
