@@ -153,9 +153,10 @@ def emulate(
     cal.probe()
     if scenario.calibration is not None:
         from ctsim.core.calibration import load
+        from ctsim.core.profiles import WalkKind
 
         c = load(scenario.calibration)
-        real_rate, delete_s, how = c.per_entry_entries_per_s, c.delete_seconds_per_entry, c.describe("per-entry")
+        real_rate, delete_s, how = c.per_entry_entries_per_s, c.delete_seconds_per_entry, c.describe(WalkKind.PER_ENTRY)
     else:
         with cal.new_ct_map(1 << 18, CT_KEY_SIZES["ipv4"]) as m:
             import statistics

@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 from ctsim.core.errors import InputError
 from ctsim.core.files import read_text, write_atomic
-from ctsim.core.profiles import Profile
+from ctsim.core.profiles import Profile, WalkKind
 
 FORMAT = "ctsim-calibration/1"
 
@@ -28,12 +28,11 @@ class Calibration:
     kernel: str
     batch_bucket_seconds: float | None = None  # a batched walk's cost per bucket; None in files from before it
 
-    def walk_rate(self, walk: str) -> float:
-        return self.batch_entries_per_s if walk == "batched" else self.per_entry_entries_per_s
+    def walk_rate(self, walk: WalkKind) -> float:
+        return self.batch_entries_per_s if walk is WalkKind.BATCHED else self.per_entry_entries_per_s
 
-    def describe(self, walk: str) -> str:
-        kind = "BPF_MAP_LOOKUP_BATCH" if walk == "batched" else "get_next_key + lookup"
-        return f"calibrated ({kind}): {self.path}, measured {self.measured_at} on kernel {self.kernel}"
+    def describe(self, walk: WalkKind) -> str:
+        return f"calibrated ({walk.syscall}): {self.path}, measured {self.measured_at} on kernel {self.kernel}"
 
 
 # What a measured rate or cost can be on any machine; outside, the file is wrong.
@@ -110,7 +109,7 @@ def walk_rate(prof: Profile, rate: float | None, cal: Calibration | None) -> Wal
     delete_s, bucket_s = prof.delete_seconds, prof.bucket_seconds
     if cal is not None:
         delete_s = cal.delete_seconds_per_entry
-        if prof.walk == "batched" and cal.batch_bucket_seconds is not None:
+        if prof.walk is WalkKind.BATCHED and cal.batch_bucket_seconds is not None:
             bucket_s = cal.batch_bucket_seconds
     if rate is not None:
         note = (

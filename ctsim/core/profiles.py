@@ -13,6 +13,7 @@ v1.18.0-pre.1. Deletes stay one syscall each in every release.
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import NamedTuple
 
 from ctsim.core.errors import pick
@@ -33,9 +34,20 @@ VM_BUCKET_SECONDS = (15.1e-3 - 0.43e-3) / (16 * 2**20 - 64 * 2**10)
 NODE_OVER_VM = PUBLISHED_ENTRIES_PER_S / VM_PER_ENTRY_PER_S
 
 
+class WalkKind(StrEnum):
+    """How a release's scrub walks a CT map: an entry per two syscalls, or LOOKUP_BATCH of many."""
+
+    PER_ENTRY = "per-entry"  # get_next_key + lookup (1.16, 1.17)
+    BATCHED = "batched"  # BPF_MAP_LOOKUP_BATCH, visiting every bucket (1.18)
+
+    @property
+    def syscall(self) -> str:
+        return "BPF_MAP_LOOKUP_BATCH" if self is WalkKind.BATCHED else "get_next_key + lookup"
+
+
 class Profile(NamedTuple):
     name: str
-    walk: str  # "per-entry" or "batched"
+    walk: WalkKind
     walk_rate: float  # entries per second walked
     delete_seconds: float  # one bpf_map_delete_elem per deleted entry
     source: str
@@ -50,7 +62,7 @@ class Profile(NamedTuple):
 PROFILES: dict[str, Profile] = {
     "cilium-1.16": Profile(
         name="cilium-1.16",
-        walk="per-entry",
+        walk=WalkKind.PER_ENTRY,
         walk_rate=PUBLISHED_ENTRIES_PER_S,
         delete_seconds=1.0 / PUBLISHED_SYSCALLS_PER_S,
         source="published: 426,000 syscalls/s, 2 per entry (incident write-up)",
@@ -58,7 +70,7 @@ PROFILES: dict[str, Profile] = {
     ),
     "cilium-1.17": Profile(
         name="cilium-1.17",
-        walk="per-entry",
+        walk=WalkKind.PER_ENTRY,
         walk_rate=PUBLISHED_ENTRIES_PER_S,
         delete_seconds=1.0 / PUBLISHED_SYSCALLS_PER_S,
         source="published: 426,000 syscalls/s, 2 per entry (1.17 still walks per entry)",
@@ -66,7 +78,7 @@ PROFILES: dict[str, Profile] = {
     ),
     "cilium-1.18": Profile(
         name="cilium-1.18",
-        walk="batched",
+        walk=WalkKind.BATCHED,
         walk_rate=VM_BATCH_PER_S * NODE_OVER_VM,
         delete_seconds=1.0 / PUBLISHED_SYSCALLS_PER_S,
         source=(
@@ -83,10 +95,10 @@ DEFAULT_PROFILE = "cilium-1.16"
 
 def choices() -> str:
     """Every profile and its walk, for --help: ``cilium-1.16, cilium-1.17 (per-entry walks) or ...``."""
-    by_walk: dict[str, list[str]] = {}
+    by_walk: dict[WalkKind, list[str]] = {}
     for p in PROFILES.values():
         by_walk.setdefault(p.walk, []).append(p.name)
-    kinds = {"per-entry": "per-entry walks", "batched": "batched"}
+    kinds = {WalkKind.PER_ENTRY: "per-entry walks", WalkKind.BATCHED: "batched"}
     return " or ".join(f"{', '.join(names)} ({kinds[walk]})" for walk, names in by_walk.items())
 
 
