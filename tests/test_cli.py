@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -116,3 +118,46 @@ def test_version() -> None:
     from ctsim import __version__
 
     assert ctsim("--version").stdout.strip() == f"ctsim {__version__}"
+
+
+def test_shell_completion_names_commands_and_flags() -> None:
+    """`ctsim --install-completion` installs what these answer: the shell asks ctsim itself."""
+    script = str(Path(sys.executable).parent / "ctsim")  # the shell runs the installed command, by that name
+    env = {**os.environ, "_CTSIM_COMPLETE": "complete_bash", "COMP_CWORD": "1", "COMP_WORDS": "ctsim pl"}
+    p = subprocess.run([script], env=env, capture_output=True, text=True, timeout=60)
+    assert p.stdout.split() == ["plan"], (p.stdout, p.stderr)
+    env.update(COMP_CWORD="2", COMP_WORDS="ctsim run --max-e")
+    p = subprocess.run([script], env=env, capture_output=True, text=True, timeout=60)
+    assert p.stdout.split() == ["--max-entries"], (p.stdout, p.stderr)
+    shown = subprocess.run([script, "--show-completion", "bash"], capture_output=True,
+                           text=True, timeout=60)  # fmt: skip
+    assert shown.returncode == 0 and "_CTSIM_COMPLETE" in shown.stdout.upper()
+
+
+def test_long_work_off_a_terminal_says_how_far_it_got(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A log gets a progress line every PROGRESS_EVERY seconds (10 s; shortened here), and nothing for short work."""
+    import time
+
+    from ctsim.cli import app
+
+    monkeypatch.setattr(app, "PROGRESS_EVERY", 0.05)
+
+    def work(progress):  # type: ignore[no-untyped-def]
+        for _ in range(4):
+            time.sleep(0.06)
+            progress("sweep", 1, 4)
+        return "done"
+
+    assert app._with_progress(work) == "done"
+    lines = capsys.readouterr().err.splitlines()
+    assert lines and all(line.startswith("ctsim: sweep ") for line in lines), lines
+    assert "1/4 (25%)" in lines[0] and "left" in lines[0]
+    monkeypatch.setattr(app, "PROGRESS_EVERY", 60.0)
+    assert app._with_progress(work) == "done"
+    assert capsys.readouterr().err == ""  # work shorter than the interval prints nothing
+    monkeypatch.setattr(app, "PROGRESS_EVERY", 0.05)
+    with app._heartbeat("emulate", 120.0):
+        time.sleep(0.2)
+    assert "ctsim: emulate " in capsys.readouterr().err

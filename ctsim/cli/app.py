@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import sys
 import time
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -22,7 +24,7 @@ if TYPE_CHECKING:
 app = typer.Typer(
     help="Model Cilium's conntrack GC drift and the scrub convoy that stalls pod start-up.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion, --show-completion: typer installs it for bash, zsh, fish
     pretty_exceptions_enable=False,
     # Plain (click-style) help: rendering it with rich imports rich.markdown and friends, twice the
     # cost of the help itself; the report still uses rich.
@@ -168,7 +170,8 @@ def emulate(
         scenario = dataclasses.replace(
             scenario, notes=(*scenario.notes, "churn is not emulated: both sides run without it")
         )
-    report = em.run(scenario, time_scale, real_rate, delete_s, rate_source=how)
+    with _heartbeat("emulate", scenario.horizon / time_scale):
+        report = em.run(scenario, time_scale, real_rate, delete_s, rate_source=how)
     if as_json:
         _print_json(report.to_dict())
         return
@@ -475,19 +478,58 @@ def _long(scenario: Scenario) -> bool:
     return scenario.pods > 1_000 or scenario.horizon > 30 * 86400
 
 
+PROGRESS_EVERY = 10.0  # seconds between progress lines on a stderr that is not a terminal (a log)
+
+
+@contextlib.contextmanager
+def _heartbeat(name: str, expected_s: float) -> Iterator[None]:
+    """For work that reports no steps (an emulation sleeps out its horizon): off a terminal, a line every
+    ``PROGRESS_EVERY`` seconds of how long it has run against how long it should."""
+    if sys.stderr is None or sys.stderr.isatty():
+        yield
+        return
+    import threading
+
+    from ctsim.core.quantity import format_duration
+
+    stop, start = threading.Event(), time.monotonic()
+
+    def beat() -> None:
+        while not stop.wait(PROGRESS_EVERY):
+            spent = time.monotonic() - start
+            with contextlib.suppress(OSError, ValueError):
+                print(f"ctsim: {name} {format_duration(round(spent))} of about {format_duration(round(expected_s))}",
+                      file=sys.stderr, flush=True)  # fmt: skip
+
+    thread = threading.Thread(target=beat, name="ctsim-heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
 def _with_progress(work, announce: bool = False):  # type: ignore[no-untyped-def]
     """Runs ``work(progress)`` under a rich progress bar on stderr (a terminal's only).
 
-    ``announce``: for long work (calibrate), stderr that is not a terminal gets
-    one line as each step starts, so a log shows what the minute went on.
+    Off a terminal (a log, CI) long work is not silent: a line every
+    ``PROGRESS_EVERY`` seconds with done/total and what is left; work that
+    ends sooner prints nothing. ``announce``: also one line as each step
+    starts (calibrate's steps are each a minute).
     """
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 
+    from ctsim.core.quantity import format_duration
+
     columns = (TextColumn("{task.description:>14}"), BarColumn(), TaskProgressColumn(), TimeElapsedColumn())
     console = Console(stderr=True)  # a bar for a terminal only: piped stderr got a stray blank line before an error
+    start = time.monotonic()
+    said = [start]  # when the last line was printed
     with Progress(*columns, console=console, transient=True, disable=not console.is_terminal) as bar:
         tasks: dict[str, int] = {}
+        done: dict[str, int] = {}
 
         def progress(name: str, advance: int, total: int) -> None:
             if name not in tasks:
@@ -495,6 +537,17 @@ def _with_progress(work, announce: bool = False):  # type: ignore[no-untyped-def
                 if announce and not console.is_terminal:
                     print(f"ctsim: {name} ({total:,} steps)...", file=sys.stderr, flush=True)
             bar.update(tasks[name], advance=advance)
+            done[name] = done.get(name, 0) + advance
+            now = time.monotonic()
+            if not console.is_terminal and now - said[0] >= PROGRESS_EVERY:
+                said[0] = now
+                n, spent = done[name], now - start
+                left = f", about {format_duration(round(spent * (total - n) / n))} left" if 0 < n < total else ""
+                print(
+                    f"ctsim: {name} {n:,}/{total:,} ({n / max(total, 1):.0%}), {format_duration(round(spent))}{left}",
+                    file=sys.stderr,
+                    flush=True,
+                )
 
         return work(progress)
 

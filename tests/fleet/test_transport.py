@@ -143,7 +143,7 @@ def test_down_silent_and_malformed_servers_fail_in_one_line_without_hanging() ->
         silent.listen(8)
         start = time.monotonic()
         out = ctsim("fleet", "--prometheus-url", f"http://127.0.0.1:{silent.getsockname()[1]}", "--timeout", "1s")
-        one_line_error(out, "no answer within 1s")
+        one_line_error(out, "no whole answer within 1s")
         assert time.monotonic() - start < 20
     for url in ("http://[::1", "ftp://prometheus", "prometheus:9090", ""):
         one_line_error(ctsim("fleet", "--prometheus-url", url), "--prometheus-url")
