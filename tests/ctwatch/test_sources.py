@@ -210,3 +210,23 @@ def test_a_new_source_is_one_registration_its_toggle_and_config_follow() -> None
         assert wrapped(**flags)["test_extra"] is False
     finally:
         REGISTRY.pop("test_extra")
+
+
+def test_once_says_the_same_sample_count_on_the_page_and_in_the_log(tmp_path: Path) -> None:
+    """--once takes a whole window of walk-rate samples in its one cycle: the page's count is that window's."""
+    import re
+    import subprocess
+    import sys
+
+    with bpffs() as root:
+        pin_ct_map(root, "cilium_ct4_global", entries=20_000, max_entries=32_768)
+        p = subprocess.run(
+            [sys.executable, "-m", "ctwatch", "--once", "--path.procfs", str(copy_procfs(tmp_path)),
+             "--path.bpffs", str(root), "--no-collector.cilium_metrics"],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    page = re.search(r'^ctwatch_walk_rate_samples\{family="ipv4"\} (\S+)$', p.stdout, re.M)
+    logged = re.search(r"msg=\"walk rate\".* samples=(\d+)", p.stderr)
+    assert page and logged, (p.stdout[-800:], p.stderr)
+    assert float(page.group(1)) == int(logged.group(1)) > 1, (page.group(0), logged.group(0))

@@ -88,7 +88,7 @@ class Assessor:
     pinned: bool = False
     hold_cycles: int = HOLD_CYCLES
     _history: dict[str, deque[tuple[float, int]]] = field(default_factory=dict)
-    _rates: dict[str, deque[float]] = field(default_factory=dict)
+    _rates: dict[str, deque[tuple[float, int]]] = field(default_factory=dict)  # (a cycle's rate, its samples)
     _levels: dict[str, tuple[Level, Level, int]] = field(default_factory=dict)  # reported, candidate, seen
     _last: dict[str, tuple[float, FamilyAssessment]] = field(default_factory=dict)
 
@@ -140,10 +140,12 @@ class Assessor:
         window = self._rates.setdefault(family, deque(maxlen=RATE_WINDOW))
         bpf = results.get("bpf")
         if bpf and bpf.up and family in bpf.walk_rates:
-            window.append(bpf.walk_rates[family])
+            n = int(bpf.extra.get(f"walk_rate_samples_{family}", 1))
+            window.append((bpf.walk_rates[family], n))
         if window:
-            fastest = sorted(window)
-            return fastest[-2] if len(fastest) > 1 else fastest[0], "measured", len(window)
+            fastest = sorted(rate for rate, _ in window)
+            samples = sum(n for _, n in window)  # every sample behind it: --once's cycle takes a whole window
+            return fastest[-2] if len(fastest) > 1 else fastest[0], "measured", samples
         return self.fallback_rate, self.fallback_rate_source, 0
 
     def _level(self, family: str, raw: Level) -> Level:

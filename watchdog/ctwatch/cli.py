@@ -282,7 +282,6 @@ def _run(watcher: Watcher, collector: SnapshotCollector, registry: CollectorRegi
     from prometheus_client import generate_latest
 
     from ctsim.core.files import write_atomic
-    from ctwatch.assess import RATE_WINDOW
     from ctwatch.logs import log_event
     from ctwatch.web import serve
 
@@ -299,7 +298,7 @@ def _run(watcher: Watcher, collector: SnapshotCollector, registry: CollectorRegi
             spread = bpf.extra.get(f"walk_rate_spread_{f.family}") if bpf is not None else None
             if f.rate_source == "measured" and spread is not None:
                 log_event(
-                    "walk rate", family=f.family, entries_per_second=round(f.rate), samples=RATE_WINDOW,
+                    "walk rate", family=f.family, entries_per_second=round(f.rate), samples=f.rate_samples,
                     slowest_below_fastest=f"{spread:.0%}",
                     note="contention on this CPU only slows samples; --calibration pins the rate",
                 )  # fmt: skip

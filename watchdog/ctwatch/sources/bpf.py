@@ -45,6 +45,7 @@ class BPFSource:
     batch_size: int = 4096
     _cache: dict[str, _Cached] = field(default_factory=dict)
     spread: dict[str, float] = field(default_factory=dict)  # family -> (fastest - second fastest) / fastest, this cycle
+    samples: dict[str, int] = field(default_factory=dict)  # family -> walk-rate samples taken this cycle
 
     def path(self, name: str) -> str:
         return os.path.join(self.bpffs, "tc", "globals", name)
@@ -59,7 +60,7 @@ class BPFSource:
         """
         readings: list[MapReading] = []
         rates: dict[str, float] = {}
-        self.spread = {}  # this cycle's only
+        self.spread, self.samples = {}, {}  # this cycle's only
         found = False
         for family, names in CT_MAPS.items():
             for name in names:
@@ -80,6 +81,7 @@ class BPFSource:
                         samples = sorted(r for _ in range(self.samples_per_cycle) if (r := self._sample_rate(m)))
                         if samples:  # the assessor's rule within the cycle: the second fastest
                             rates[family] = samples[-2] if len(samples) > 1 else samples[0]
+                            self.samples[family] = len(samples)
                             if len(samples) > 1:
                                 self.spread[family] = (samples[-1] - samples[0]) / samples[-1]
         if not found:
@@ -127,6 +129,8 @@ def _collect(cycle: Cycle, result: SourceResult) -> None:
     result.readings, result.walk_rates = source.collect(cycle.clock(), skip_count=known)
     for family, spread in source.spread.items():  # how far this cycle's samples ranged, fastest to slowest
         result.extra[f"walk_rate_spread_{family}"] = spread
+    for family, n in source.samples.items():  # behind this cycle's rate (--once: a whole window)
+        result.extra[f"walk_rate_samples_{family}"] = n
 
 
 register_collector(Collector(NAME, "Cilium's pinned CT maps.", _collect, reads=("cilium_metrics",)))
