@@ -358,8 +358,8 @@ def fleet(
         str,
         typer.Option(
             metavar="LABEL[,LABEL]",
-            help="The label that names a node; of several, the first a series has (Cilium's chart sets node, "
-            "ctwatch's monitors instance).",
+            help="The label that names a node; of several, the first a series has (Cilium's chart and ctwatch's "
+            "monitors set node; a plain scrape has instance).",
         ),
     ] = "node,instance",
     selector: Annotated[

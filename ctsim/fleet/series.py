@@ -6,7 +6,7 @@ walk rate it measured, its deadline and burst), then Cilium's
 count; the GC interval where the version exports it; GC and CT-clean
 durations it observed). A node is the value of the first of ``node_label``'s
 labels that a series carries (``node,instance``: Cilium's Helm chart puts the
-node name in ``node``, ctwatch's monitors in ``instance``); series of every
+node name in ``node``, and so do ctwatch's shipped monitors); series of every
 source with the same value are one node.
 """
 

@@ -83,7 +83,7 @@ def test_every_dashboard_query_parses(tmp_path: Path) -> None:
     assert all(any(w in e for e in exprs) for w in wanted)
     # promtool parses PromQL when it checks rules: each query becomes a recording rule.
     rules = {"groups": [{"name": "dashboard", "rules": [
-        {"record": f"dashboard:query{i}", "expr": e.replace("$instance", ".*")} for i, e in enumerate(exprs)
+        {"record": f"dashboard:query{i}", "expr": e.replace("$node", ".*")} for i, e in enumerate(exprs)
     ]}]}  # fmt: skip
     path = tmp_path / "dashboard-queries.yml"
     path.write_text(yaml.safe_dump(rules))
@@ -94,3 +94,54 @@ def test_every_dashboard_query_parses(tmp_path: Path) -> None:
         yaml.safe_dump({"groups": [{"name": "x", "rules": [{"record": "x:y", "expr": "rate(ctwatch_level"}]}]})
     )
     assert subprocess.run([promtool, "check", "rules", str(path)], capture_output=True, check=False).returncode != 0
+
+
+def test_a_runbook_link_opens_with_the_shipped_relabelling(tmp_path: Path) -> None:
+    """A real Prometheus scrapes a real ctwatch with the ServiceMonitor's relabelling: `instance` stays host:port,
+    the node's name lands in `node`, and the alerts' runbook link, filled from those labels, opens."""
+    import re
+    import subprocess
+    import sys
+    import time
+
+    import httpx
+    from ctwatch.rules import SERVED
+
+    from tests.ctwatch.env import copy_procfs
+    from tests.support.http import free_port
+    from tests.support.prometheus import prometheus, wait_for
+
+    monitor = yaml.safe_load((DEPLOY / "servicemonitor.yaml").read_text())
+    (endpoint,) = monitor["spec"]["endpoints"]
+    snake = {"sourceLabels": "source_labels", "targetLabel": "target_label"}
+    relabel = [{snake.get(k, k): v for k, v in r.items()} for r in endpoint["relabelings"]]
+    port = free_port()
+    ctwatch = subprocess.Popen(
+        [sys.executable, "-m", "ctwatch", "--path.procfs", str(copy_procfs(tmp_path)), "--collector.disable-defaults",
+         "--collector.nf_conntrack", "--web.listen-address", f"127.0.0.1:{port}", "--interval", "1s"],
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        sd = [
+            {
+                "targets": [f"127.0.0.1:{port}"],
+                "labels": {"job": "ctwatch", "__meta_kubernetes_pod_node_name": "node-b"},
+            }
+        ]
+        with prometheus(tmp_path / "p", sd, relabel_configs=relabel) as url:
+            wait_for(url, "count(ctwatch_source_up)", 1.0)
+            answer = httpx.post(f"{url}/api/v1/query", data={"query": "ctwatch_source_up"}, timeout=10).json()
+        labels = answer["data"]["result"][0]["metric"]
+        assert labels["node"] == "node-b" and labels["instance"] == f"127.0.0.1:{port}", labels
+        # The template, filled as Alertmanager fills it from the alert's labels.
+        link = re.sub(r"\{\{ \$labels\.(\w+) \}\}", lambda m: labels[m.group(1)], SERVED)
+        deadline = time.monotonic() + 10
+        while True:
+            page = httpx.get(link, timeout=5)
+            if page.status_code == 200 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert page.status_code == 200 and "CtwatchScrubBurstExceedsDeadline" in page.text, (link, page.status_code)
+    finally:
+        ctwatch.terminate()
+        ctwatch.wait(timeout=30)

@@ -55,6 +55,7 @@ def prometheus(
     verify: Any = True,
     scheme: str = "http",
     route_prefix: str = "",
+    relabel_configs: list[dict[str, Any]] | None = None,
 ) -> Iterator[str]:
     """Starts Prometheus; yields its base URL once it is ready. ``tsdb``: a data dir to serve (backfilled)."""
     binary = need_binary("prometheus")
@@ -69,6 +70,7 @@ def prometheus(
                 "scrape_timeout": scrape_interval,
                 "honor_labels": True,
                 "file_sd_configs": [{"files": [str(tmp / "targets.json")], "refresh_interval": "1s"}],
+                **({"relabel_configs": relabel_configs} if relabel_configs else {}),
             }
         ]
     (tmp / "prometheus.yml").write_text(yaml.safe_dump(config))

@@ -29,6 +29,9 @@ from ctwatch.runbook import RUNBOOK_PATH, anchor
 # does. CtwatchAbsent has none to point at: without a base it carries no link,
 # and its description is its runbook.
 SERVED = "http://{{ $labels.instance }}" + RUNBOOK_PATH
+# The node an alert is about: the shipped monitors keep ``instance`` as the scraped host:port (so the link
+# above opens) and put the node's name in ``node``; a scrape without that relabelling names it by instance.
+NODE = "{{ with $labels.node }}{{ . }}{{ else }}{{ $labels.instance }}{{ end }}"
 ANOTHER = (
     'http://{{{{ with sortByLabel "instance" (query `up{{{job}}} == 1`) }}}}'
     '{{{{ . | first | label "instance" }}}}{{{{ end }}}}' + RUNBOOK_PATH
@@ -97,7 +100,7 @@ def groups(s: RuleSettings) -> list[dict[str, Any]]:
             600,
             "warning",
             "A burst of pod creates would use {{ $value | humanizePercentage }} of the CNI deadline",
-            "On {{ $labels.instance }} ({{ $labels.family }}) a burst of pods queued on the CT lock is projected "
+            "On " + NODE + " ({{ $labels.family }}) a burst of pods queued on the CT lock is projected "
             f"to take {{{{ $value | humanizePercentage }}}} of the CNI deadline "
             f"(warning from {_pct(s.warning_ratio)}). Shorten conntrack-gc-interval (e.g. 60s) "
             "or cap the CT map before pods start timing out.",
@@ -109,7 +112,7 @@ def groups(s: RuleSettings) -> list[dict[str, Any]]:
             120,
             "critical",
             "Pod creates in a burst will time out behind conntrack scrubs",
-            "On {{ $labels.instance }} ({{ $labels.family }}) a burst of pods queued on the CT lock is projected "
+            "On " + NODE + " ({{ $labels.family }}) a burst of pods queued on the CT lock is projected "
             f"to take {{{{ $value | humanizePercentage }}}} of the CNI deadline (critical from "
             f'{_pct(s.critical_ratio)}): creates will fail with "Cilium API client timeout exceeded" '
             "and may not recover.",
@@ -121,7 +124,7 @@ def groups(s: RuleSettings) -> list[dict[str, Any]]:
             900,
             "warning",
             "At its current growth the CT table reaches the deadline in {{ $value | humanizeDuration }}",
-            "On {{ $labels.instance }} ({{ $labels.family }}) the conntrack table grows fast enough that a burst "
+            "On " + NODE + " ({{ $labels.family }}) the conntrack table grows fast enough that a burst "
             "of pod creates will outlast the CNI deadline within {{ $value | humanizeDuration }}.",
         ),
         _rule(
@@ -130,7 +133,7 @@ def groups(s: RuleSettings) -> list[dict[str, Any]]:
             "ctwatch_source_up == 0",
             s.source_down_for,
             "warning",
-            "ctwatch cannot read {{ $labels.source }} on {{ $labels.instance }}",
+            "ctwatch cannot read {{ $labels.source }} on " + NODE,
             f"For {format_duration(s.source_down_for)} or more. ctwatch keeps serving the other sources and the "
             "last good projection; see its log for the reason.",
         ),
@@ -140,8 +143,7 @@ def groups(s: RuleSettings) -> list[dict[str, Any]]:
             f"ctwatch_projection_age_seconds > {s.stale_after:g}",
             0,
             "warning",
-            "ctwatch's projection for {{ $labels.family }} on {{ $labels.instance }} "
-            "is {{ $value | humanizeDuration }} old",
+            "ctwatch's projection for {{ $labels.family }} on " + NODE + " is {{ $value | humanizeDuration }} old",
             "No source has counted this family's CT maps since then; the levels shown are the last good ones.",
         ),
         _rule(
@@ -150,7 +152,7 @@ def groups(s: RuleSettings) -> list[dict[str, Any]]:
             f"up{{{job}}} == 0",
             300,
             "warning",
-            "Prometheus cannot scrape ctwatch on {{ $labels.instance }}",
+            "Prometheus cannot scrape ctwatch on " + NODE,
             "Nothing warns of conntrack scrubs on this node while ctwatch is down.",
         ),
         _rule(
