@@ -70,54 +70,83 @@ class Cancelled(Exception):
     """CANCELLED on the wall clock (``ctsim emulate``)."""
 
 
+NS = 1_000_000_000  # time.Second
+
+
+def to_ns(seconds: float) -> int:
+    """A point in time as Go holds it: whole nanoseconds (``time.Time``)."""
+    return round(seconds * NS)
+
+
+def _tokens_from(limit: float, d: int) -> float:
+    """``Limit.tokensFromDuration``: ``d.Seconds() * limit``, where Seconds() adds whole and fractional parts."""
+    sec, nsec = divmod(d, NS) if d >= 0 else (-((-d) // NS), -((-d) % NS))
+    return (sec + nsec / 1e9) * limit
+
+
+def _duration_from(limit: float, tokens: float) -> int:
+    """``Limit.durationFromTokens``: truncated to whole nanoseconds, as ``time.Duration(float)`` converts."""
+    return int(tokens / limit * NS)
+
+
 @dataclass(slots=True)
 class TokenBucket:
-    """``golang.org/x/time/rate.Limiter`` reservations: tokens may go negative."""
+    """``golang.org/x/time/rate.Limiter`` reservations: tokens may go negative.
+
+    Its times are Go's: whole nanoseconds (``last``, ``last_event``), durations
+    truncated to them. In float seconds, 23.918639 - 10.0 falls below
+    13.918639, and a cancelled reservation would give back 1e-16 tokens, not 1.
+    """
 
     limit: float
     burst: int
     tokens: float = 0.0
-    last: float = 0.0
-    last_event: float = 0.0
+    last: int = 0  # ns
+    last_event: int = 0  # ns
 
     def __post_init__(self) -> None:
         self.tokens = float(self.burst)
 
-    def _advance(self, now: float) -> float:
+    def _advance(self, now: int) -> float:
         last = min(self.last, now)
-        tokens = self.tokens + (now - last) * self.limit
+        tokens = self.tokens + _tokens_from(self.limit, now - last)
         return min(tokens, float(self.burst))
 
-    def reserve(self, now: float) -> float:
-        """Takes one token; returns the delay until it may be used."""
+    def reserve(self, at: float) -> tuple[float, int]:
+        """Takes one token: the delay until it may be used (seconds) and ``timeToAct`` (ns), for ``cancel``."""
+        now = to_ns(at)
         tokens = self._advance(now) - 1.0
-        delay = -tokens / self.limit if tokens < 0 else 0.0
+        wait = _duration_from(self.limit, -tokens) if tokens < 0 else 0
         self.last, self.tokens = now, tokens
-        self.last_event = now + delay
-        return delay
+        self.last_event = now + wait
+        return wait / NS, now + wait
 
-    def cancel(self, now: float, time_to_act: float, limit: float) -> None:
+    def cancel(self, at: float, time_to_act: int, limit: float) -> None:
         """``Reservation.CancelAt``: gives back the token unless later ones depend on it.
 
-        ``limit`` is the reservation's (``r.limit``), which AutoAdjust may have
-        changed on the bucket since: x/time/rate restores at the reservation's.
+        ``time_to_act``: the reservation's (ns, from ``reserve``). ``limit`` is the
+        reservation's (``r.limit``), which AutoAdjust may have changed on the bucket
+        since: x/time/rate restores at the reservation's.
         """
+        now = to_ns(at)
         if time_to_act < now:
             return
-        restore = 1.0 - (self.last_event - time_to_act) * limit
+        restore = 1.0 - _tokens_from(limit, self.last_event - time_to_act)
         if restore <= 0:
             return
         tokens = min(self._advance(now) + restore, float(self.burst))
         self.last, self.tokens = now, tokens
         if time_to_act == self.last_event:
-            previous = time_to_act - 1.0 / limit
+            previous = time_to_act + _duration_from(limit, -1.0)
             if previous >= now:
                 self.last_event = previous
 
-    def set_limit(self, now: float, limit: float) -> None:
+    def set_limit(self, at: float, limit: float) -> None:
+        now = to_ns(at)
         self.tokens, self.last, self.limit = self._advance(now), now, limit
 
-    def set_burst(self, now: float, burst: int) -> None:
+    def set_burst(self, at: float, burst: int) -> None:
+        now = to_ns(at)
         self.tokens, self.last, self.burst = self._advance(now), now, burst
 
 
@@ -225,18 +254,18 @@ class LimiterCore:
         self.parallel_requests = n
         self.slot_weight = WAIT_SEMAPHORE_RESOLUTION // n if n > 0 else 0
 
-    def reserve(self, now: float) -> float:
-        """The token's delay (0 without a bucket)."""
-        return self.bucket.reserve(now) if self.bucket is not None else 0.0
+    def reserve(self, now: float) -> tuple[float, int]:
+        """The token's delay in seconds (0 without a bucket) and its ``timeToAct`` in ns, for ``cancel``."""
+        return self.bucket.reserve(now) if self.bucket is not None else (0.0, 0)
 
     def too_late(self, delay: float, waited: float) -> bool:
         """The token would come after ``max_wait`` counted from scheduling."""
         return self.params.max_wait > 0 and delay + waited > self.params.max_wait
 
-    def cancel(self, now: float, time_to_act: float, limit: float) -> None:
+    def cancel(self, now: float, time_to_act: int, limit: float) -> None:
         """``Reservation.Cancel``: the request will not be processed; give the token back.
 
-        ``limit``: the bucket's limit when the token was reserved (``rate_limit`` then).
+        ``time_to_act``: from ``reserve`` (ns); ``limit``: the bucket's limit when the token was reserved.
         """
         if self.bucket is not None:
             self.bucket.cancel(now, time_to_act, limit)

@@ -163,9 +163,9 @@ class ThreadLimiter:
         with self._mutex:
             now = clock.now()
             limit = core.rate_limit  # the reservation's: AutoAdjust may re-tune the bucket before a cancel
-            delay = core.reserve(now)
+            delay, token_at = core.reserve(now)
             if core.too_late(delay, now - req.scheduled_at):
-                core.cancel(now, now + delay, limit)
+                core.cancel(now, token_at, limit)
                 core.refused(paced=mean > 0)
                 refused = True
             else:
@@ -178,7 +178,7 @@ class ThreadLimiter:
             clock.sleep_until(min(now + delay, deadline))
             if clock.now() >= deadline:
                 with self._mutex:
-                    core.cancel(clock.now(), now + delay, limit)
+                    core.cancel(clock.now(), token_at, limit)
                 self.finish(req, success=False)
                 raise Cancelled()
         with self._mutex:

@@ -197,9 +197,9 @@ class Call(simpy.Event):
         env, core, req = self.env, self.limiter.core, self.req
         waited = env.now - req.scheduled_at
         limit = core.rate_limit
-        delay = core.reserve(env.now)
+        delay, token_at = core.reserve(env.now)
         if core.too_late(delay, waited):
-            core.cancel(env.now, env.now + delay, limit)
+            core.cancel(env.now, token_at, limit)
             if self.mean > 0:
                 self.state = PACED  # time.Sleep: holds the slot, ignores the context
                 env.timeout(self.mean).callbacks.append(self._paced_done)  # type: ignore[union-attr]
@@ -208,7 +208,7 @@ class Call(simpy.Event):
             self._refuse(REFUSED)
             return
         if delay > 0:
-            self.state, self._token_at, self._token_limit = TOKEN, env.now + delay, limit
+            self.state, self._token_at, self._token_limit = TOKEN, token_at, limit
             if self._ctx.processed:
                 self._leave_token()
                 return
