@@ -101,3 +101,32 @@ def test_plan_and_run_give_one_safe_burst_for_one_node(node: str) -> None:
     for rec in answer.recommendations:  # ticked only where simulating it changed the answer
         if rec.outcome.verdict == at_peak.verdict == Verdict.OK:
             assert not rec.helps
+
+
+SAFE_NODES = {
+    "the incident": {"entries": "16M"},
+    "8M": {"entries": "8M"},
+    "4M": {"entries": "4M"},
+    "2M": {"entries": "2M"},
+    "dual stack": {"entries": "8M", "ipv6_entries": "4M"},
+    "non-TCP heavy": {"entries": "2M", "any_entries": "6M", "max_entries": "4M"},
+    "batched, 16M": {"entries": "16M", "profile": "cilium-1.18"},
+    "64 GiB": {"node_memory": "64Gi", "map_ratio": "0.0025", "entries": "1.2M", "any_entries": "400k", "cores": "16"},
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("node", SAFE_NODES)
+def test_the_safe_burst_is_safe_and_one_more_is_not_free(node: str) -> None:
+    """`run --pods safe_burst`: no ADD outlasts the deadline. One pod more: the burst costs something.
+
+    Measured on these nodes: one more pod never produced an ADD timeout here, because the API limiter
+    answers the excess with HTTP 429 first (SAFE_BURST_MEANS says so); what one more always costs is a
+    refusal or a timeout.
+    """
+    flags = SAFE_NODES[node]
+    n = simulate(resolve_flags(**flags, pods="1", horizon="1s")).to_dict()["advice"]["safe_burst"]
+    assert n is not None and 1 <= n <= 100, n
+    at = simulate(resolve_flags(**flags, pods=str(n)))
+    assert at.counters.add_timeouts == 0, (node, n)
+    over = simulate(resolve_flags(**flags, pods=str(n + 1)))
+    assert over.counters.add_timeouts + over.counters.add_429 > 0, (node, n + 1)

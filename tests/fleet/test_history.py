@@ -103,6 +103,11 @@ def test_run_from_prometheus_models_the_node_its_series_describe(served: tuple[s
     assert origins["walk_rate"].startswith("live: ctwatch_walk_rate_entries_per_second")
     assert origins["capacity"].startswith("live: ctwatch_max_entries")
     assert origins["churn"].startswith("preset")  # still assumed, and said so
+    # The fleet's row for that node says what the run says: one node, one answer.
+    fleet = json.loads(ctsim("fleet", "--prometheus-url", history, "--pods", "20", "--json").stdout)
+    (row,) = [r for r in fleet["nodes"] if r["node"] == "fast"]
+    assert row["safe_burst"] == doc["advice"]["safe_burst"], (row["safe_burst"], doc["advice"])
+    assert row["scrub_seconds"] == pytest.approx(doc["walk_seconds"], rel=1e-6)  # run takes --rate's whole entries/s
     given = ctsim("run", "--from-prometheus", history, "--node", "fast", "--entries", "1000", "--json")
     assert json.loads(given.stdout)["inputs"]["entries"] == 1000  # what the user gives wins
     assert json.loads(given.stdout)["inputs"]["origins"]["entries"] == "given"
