@@ -40,6 +40,8 @@ CT_MAP_ENTRIES_GLOBAL_TCP_DEFAULT = 2 << 18  # 524,288
 CT_MAP_ENTRIES_GLOBAL_ANY_DEFAULT = 2 << 17  # 262,144
 LIMIT_TABLE_AUTO_GLOBAL_TCP_MIN = 1 << 17
 LIMIT_TABLE_AUTO_GLOBAL_ANY_MIN = 1 << 16
+# A GC interval any series may plausibly report (ctsim simulates at most 400 days).
+MAX_GC_INTERVAL = 400 * 86400.0
 LIMIT_TABLE_MIN = 1 << 10  # 1,024: checkMapSizeLimits refuses smaller CT maps
 LIMIT_TABLE_MAX = 1 << 24  # 16,777,216
 DEFAULT_DYNAMIC_SIZE_RATIO = 0.0025  # the Helm chart's bpf.mapDynamicSizeRatio default

@@ -18,10 +18,10 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from ctsim.core.defaults import CILIUM_PRESSURE_MAPS, CT_MAPS, FAMILY_OF_MAP, LIMIT_TABLE_MAX
+from ctsim.core.defaults import CILIUM_PRESSURE_MAPS, CT_MAPS, FAMILY_OF_MAP, LIMIT_TABLE_MAX, MAX_GC_INTERVAL
 from ctsim.core.errors import InputError
 from ctsim.fleet.prometheus import Client, Sample
-from ctsim.inputs.given import MAX_DEADLINE, MAX_HORIZON, MAX_PODS, MAX_WALK_RATE
+from ctsim.inputs.given import MAX_DEADLINE, MAX_PODS, MAX_WALK_RATE
 
 OBSERVED_WINDOW = "1d"  # how far back Cilium's own durations are averaged: GC passes can be 12h apart
 DEFAULT_NODE_LABEL = "node,instance"
@@ -192,7 +192,7 @@ BOUNDS: dict[str, tuple[float, float, str]] = {
     "rate": (1.0, MAX_WALK_RATE, f"--rate's bounds, 1 to {MAX_WALK_RATE:.0e} entries/s"),
     "deadline": (1.0, MAX_DEADLINE, f"--deadline's bounds, 1 s to {MAX_DEADLINE:g} s"),
     "burst": (1.0, MAX_PODS, f"--pods' bounds, 1 to {MAX_PODS:,}"),
-    "gc_interval": (1.0, MAX_HORIZON, "a GC interval of 1 s to 400 d"),
+    "gc_interval": (1.0, MAX_GC_INTERVAL, "a GC interval of 1 s to 400 d"),
 }
 
 

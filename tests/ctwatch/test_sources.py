@@ -230,3 +230,23 @@ def test_once_says_the_same_sample_count_on_the_page_and_in_the_log(tmp_path: Pa
     logged = re.search(r"msg=\"walk rate\".* samples=(\d+)", p.stderr)
     assert page and logged, (p.stdout[-800:], p.stderr)
     assert float(page.group(1)) == int(logged.group(1)) > 1, (page.group(0), logged.group(0))
+
+
+def test_an_implausible_pressure_is_left_out_and_named() -> None:
+    """A pressure of 1e30 is a broken exporter, not a full map: the source is down, and its error names the series."""
+    from prometheus_client import generate_latest
+    from prometheus_client.core import GaugeMetricFamily
+    from prometheus_client.registry import Collector, CollectorRegistry
+
+    class Broken(Collector):
+        def collect(self):  # type: ignore[no-untyped-def]
+            g = GaugeMetricFamily("cilium_bpf_map_pressure", "Map pressure.", labels=["map_name"])
+            g.add_metric(["ct4_global"], 1e30)
+            yield g
+
+    registry = CollectorRegistry()
+    registry.register(Broken())
+    with http_server(serve_text(generate_latest(registry).decode())) as url:
+        r = watcher(metrics_url=url, toggles={"nf_conntrack": False, "bpf": False}).collect().results["cilium_metrics"]
+    assert not r.up and r.pressure == {}
+    assert 'cilium_bpf_map_pressure{map_name="ct4_global"} = 1e+30 is implausible' in (r.error or ""), r.error

@@ -12,7 +12,7 @@ import threading
 import urllib.parse
 from typing import TYPE_CHECKING
 
-from ctsim.core.defaults import CILIUM_PRESSURE_MAPS
+from ctsim.core.defaults import CILIUM_PRESSURE_MAPS, MAX_GC_INTERVAL
 from ctwatch.collector import Collector, Cycle, register_collector
 from ctwatch.readings import SourceResult
 
@@ -101,6 +101,7 @@ def parse(page: str) -> tuple[dict[str, float], dict[str, float]]:
 
     pressure: dict[str, float] = {}
     extra: dict[str, float] = {}
+    implausible: list[str] = []
     try:
         families = list(text_string_to_metric_families(page))
     except Exception as exc:  # the parser raises several types on garbage
@@ -109,19 +110,32 @@ def parse(page: str) -> tuple[dict[str, float], dict[str, float]]:
         for sample in family.samples:
             if sample.name == "cilium_bpf_map_pressure":
                 name = CILIUM_PRESSURE_MAPS.get(sample.labels.get("map_name", ""))
-                if name:
+                if name and _plausible(sample, 0.0, 1.0, "a map's count over its capacity", implausible):
                     pressure[name] = float(sample.value)
             elif sample.name == "cilium_datapath_conntrack_gc_interval_seconds":
-                extra["gc_interval_seconds"] = float(sample.value)
+                if _plausible(sample, 1.0, MAX_GC_INTERVAL, "a GC interval of 1 s to 400 d", implausible):
+                    extra["gc_interval_seconds"] = float(sample.value)
             elif sample.name == "cilium_datapath_conntrack_gc_duration_seconds_sum":
                 extra["gc_duration_seconds_sum"] = extra.get("gc_duration_seconds_sum", 0.0) + float(sample.value)
             elif sample.name == "cilium_datapath_conntrack_gc_duration_seconds_count":
                 extra["gc_runs"] = extra.get("gc_runs", 0.0) + float(sample.value)
             elif sample.name == "cilium_datapath_conntrack_gc_entries" and sample.labels.get("status") == "alive":
                 extra["gc_alive_entries"] = extra.get("gc_alive_entries", 0.0) + float(sample.value)
+    if implausible and not pressure:  # what the page says of the CT maps cannot be: the source is down, and why
+        raise BadMetrics("; ".join(implausible))
     if not pressure and not extra:
         raise BadMetrics("no cilium_bpf_map_pressure or conntrack GC metrics on the page")
     return pressure, extra
+
+
+def _plausible(sample: object, low: float, high: float, why: str, implausible: list[str]) -> bool:
+    """Within the bounds of the flag the figure stands for; else left out, and named."""
+    value = float(sample.value)  # type: ignore[attr-defined]
+    if low <= value <= high:
+        return True
+    labels = ",".join(f'{k}="{v}"' for k, v in sample.labels.items())  # type: ignore[attr-defined]
+    implausible.append(f"{sample.name}{{{labels}}} = {value:.6g} is implausible ({why}): left out")  # type: ignore[attr-defined]
+    return False
 
 
 def collect(url: str, timeout_s: float) -> tuple[dict[str, float], dict[str, float]]:
