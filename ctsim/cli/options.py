@@ -44,49 +44,27 @@ def _opt(help_text: str, metavar: str | None = None) -> Any:
 Where = Callable[[str], str]  # a flag's name -> what its help adds: its default, or when the command uses it
 
 
-def _walk_flags(panel: str, where: Where) -> dict[str, tuple[Any, Any]]:
-    """How fast a scrub walks, by one rule (``core.calibration.walk_rate``): --rate, else a calibration, else
-    the profile."""
+# One group of flags: name -> (type, help, metavar, default); ``_group`` declares it for a panel.
+_WALK = {  # how fast a scrub walks, by one rule (``core.calibration.walk_rate``)
+    "rate": (Str, "Walk rate, entries/s (wins over --calibration and the profile)", "ENTRIES/S", None),
+    "profile": (str, f"The Cilium release that walks: {choices()}", "NAME", DEFAULT_PROFILE),
+    "calibration": (Str, "Walk rates from `ctsim calibrate --output FILE`", "FILE", None),
+}
+_SIZING = {  # the CT maps' capacity, by one rule (``inputs.scenario.map_capacity``)
+    "max_entries": (Str, "TCP CT map capacity, bpf-ct-global-tcp-max", "COUNT", None),
+    "node_memory": (Str, "Node memory for dynamic map sizing", "BYTES", None),
+    "map_ratio": (Str, "bpf-map-dynamic-size-ratio (Cilium's is 0.0025)", "RATIO", None),
+}
 
-    def opt(name: str, help_text: str, metavar: str) -> Any:
-        return typer.Option(help=help_text + where(name) + ".", rich_help_panel=panel, metavar=metavar)
 
+def _group(specs: dict[str, tuple[Any, str, str, Any]], panel: str, where: Where) -> dict[str, tuple[Any, Any]]:
+    """``specs`` as typer flags in ``panel``; ``where(name)`` ends each help (its default, or when it applies)."""
     return {
-        "rate": (
-            Annotated[Str, opt("rate", "Walk rate, entries/s (wins over --calibration and the profile)", "ENTRIES/S")],
-            None,
-        ),
-        "profile": (
-            Annotated[str, opt("profile", f"The Cilium release that walks: {choices()}", "NAME")],
-            DEFAULT_PROFILE,
-        ),
-        "calibration": (
-            Annotated[Str, opt("calibration", "Walk rates from `ctsim calibrate --output FILE`", "FILE")],
-            None,
-        ),
-    }
-
-
-def _sizing_flags(panel: str, where: Where) -> dict[str, tuple[Any, Any]]:
-    """The CT maps' capacity, by one rule (``inputs.scenario.map_capacity``): --max-entries for the TCP map,
-    memory x ratio for the rest (or for both), else static sizes."""
-
-    def opt(name: str, help_text: str, metavar: str) -> Any:
-        return typer.Option(help=help_text + where(name) + ".", rich_help_panel=panel, metavar=metavar)
-
-    return {
-        "max_entries": (
-            Annotated[Str, opt("max_entries", "TCP CT map capacity, bpf-ct-global-tcp-max", "COUNT")],
-            None,
-        ),
-        "node_memory": (
-            Annotated[Str, opt("node_memory", "Node memory for dynamic map sizing", "BYTES")],
-            None,
-        ),
-        "map_ratio": (
-            Annotated[Str, opt("map_ratio", "bpf-map-dynamic-size-ratio (Cilium's is 0.0025)", "RATIO")],
-            None,
-        ),
+        name: (
+            Annotated[kind, typer.Option(help=text + where(name) + ".", rich_help_panel=panel, metavar=metavar)],
+            default,
+        )
+        for name, (kind, text, metavar, default) in specs.items()
     }
 
 
@@ -95,11 +73,7 @@ _PRESET_SAYS = {
     "node_memory": f" ({_preset('node_memory', format_bytes)})",
     "map_ratio": f" ({_preset('map_ratio', _ratio)})",
 }
-_GROUPED = {
-    name: flag
-    for group in (_walk_flags, _sizing_flags)
-    for name, flag in group("Scenario", lambda name: _PRESET_SAYS.get(name, "")).items()
-}  # fmt: skip
+_GROUPED = _group({**_WALK, **_SIZING}, "Scenario", lambda name: _PRESET_SAYS.get(name, ""))
 _FALLBACK_SIZING = {
     "max_entries": ", for maps no series sizes (Cilium-only nodes; default: Cilium's static sizes)",
     "node_memory": ", for maps no series sizes (alone: with the Helm chart's ratio, 0.0025)",
@@ -108,8 +82,8 @@ _FALLBACK_SIZING = {
 # Where a node's own series say nothing: ``ctsim fleet`` takes the same walk and sizing flags, by the same rules.
 FALLBACK_PANEL = "Where a node's series say nothing"
 FALLBACK_FLAGS: dict[str, tuple[Any, Any]] = {
-    **_walk_flags(FALLBACK_PANEL, lambda name: ", for nodes whose ctwatch measured no rate"),
-    **_sizing_flags(FALLBACK_PANEL, lambda name: _FALLBACK_SIZING[name]),
+    **_group(_WALK, FALLBACK_PANEL, lambda name: ", for nodes whose ctwatch measured no rate"),
+    **_group(_SIZING, FALLBACK_PANEL, lambda name: _FALLBACK_SIZING[name]),
 }
 
 
