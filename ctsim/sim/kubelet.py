@@ -77,8 +77,10 @@ def pod_worker(
                 step = BACK_OFF
         elif step is ADD:
             if call is None:
+                if pod.attempts:
+                    node.retry_intervals.append(env.now - pod.last_attempt_at)
                 pod.attempts += 1
-                pod.attempt_times.append(env.now)
+                pod.last_attempt_at = env.now
                 sandbox = Sandbox(pod=pod.index, attempt=pod.attempts)
             assert sandbox is not None
             outcome = yield from cni_add(node, sandbox, deadline_s, call)

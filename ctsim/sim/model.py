@@ -17,6 +17,7 @@ from ctsim.sim.clock import advance, process_after, start_processes
 from ctsim.sim.connections import TICK_SECONDS, ConnectionChurn
 from ctsim.sim.ctmap import new_map
 from ctsim.sim.gc import GCHistory, GCPass, run_gc
+from ctsim.sim.intervals import RetryIntervals
 from ctsim.sim.kubelet import pod_worker
 from ctsim.sim.lock import GlobalDeleteLock
 from ctsim.sim.node import Family, Node
@@ -262,6 +263,7 @@ class Model:
                 walk_seconds_for_burst=(deadline - overhead) / s.pods,
             ),
             extra={"tcp_cohorts_at_end": node.families[0].maps[0].cohorts},
+            retry_intervals=RetryIntervals(node.retry_intervals),
         )
 
 

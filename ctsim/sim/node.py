@@ -8,6 +8,7 @@ processes in their own modules and take the node as their first argument.
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass, field
 
 import simpy
@@ -68,6 +69,7 @@ class Node:
     build_permits: FIFOLock = field(init=False)
     unready: int = 0  # pods not Ready yet
     all_ready: simpy.Event | None = None  # succeeds when the last pod becomes Ready (a run that waits for it)
+    retry_intervals: array[float] = field(default_factory=lambda: array("d"))  # 8 bytes per retry (sim/intervals)
 
     def pod_ready(self) -> None:
         self.unready -= 1

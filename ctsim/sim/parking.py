@@ -245,8 +245,10 @@ class Parking:
                     step = WAIT
             elif step is ADD:  # queued: endpoint-create has no free slot while anyone is parked
                 core = self.create.core
+                if pod.attempts:
+                    self.node.retry_intervals.append(t - pod.last_attempt_at)
                 pod.attempts += 1
-                pod.attempt_times.append(t)
+                pod.last_attempt_at = t
                 p.sandbox = Sandbox(pod=pod.index, attempt=pod.attempts)
                 c.add_attempts += 1
                 core.schedule_played()

@@ -12,6 +12,7 @@ from ctsim.core.projection import FamilyWalk, scrub_seconds
 from ctsim.core.rate import LimiterCore
 from ctsim.inputs.scenario import Scenario
 from ctsim.sim.gc import GCHistory, GCPass
+from ctsim.sim.intervals import RetryIntervals
 from ctsim.sim.node import Counters
 from ctsim.sim.pod import Pod
 
@@ -117,12 +118,8 @@ def _stall_dict(st: Stall | None) -> dict[str, float | None] | None:
     }
 
 
-def _spread(values: list[float]) -> dict[str, float | None]:
-    return {
-        "p50": percentile(values, 0.50),
-        "p90": percentile(values, 0.90),
-        "max": max(values) if values else None,
-    }
+def _spread(values: RetryIntervals) -> dict[str, float | None]:
+    return {"p50": values.percentile(0.50), "p90": values.percentile(0.90), "max": values.max()}
 
 
 class LimiterEnd:
@@ -192,6 +189,7 @@ class Result:
     ended_at: float = 0.0  # on the run's clock, as every time here (the node's, for ctsim run)
     ended_because: str = "horizon"  # horizon (--horizon), resolved (all Ready), settled (1 h after a GC pass), cap
     extra: dict[str, Any] = field(default_factory=dict)
+    retry_intervals: RetryIntervals = field(default_factory=RetryIntervals)
 
     @property
     def stall(self) -> Stall | None:
@@ -230,10 +228,6 @@ class Result:
     def lock_held_seconds(self) -> float:
         """The busiest family lock's time held."""
         return max(f.lock_held_seconds for f in self.families)
-
-    @property
-    def retry_intervals(self) -> list[float]:
-        return [dt for p in self.pods for dt in p.retry_intervals]
 
     @property
     def ready_latencies(self) -> list[float]:

@@ -29,6 +29,14 @@ def test_a_peek_is_the_next_draw_across_blocks(seed: int, steps: list[bool]) -> 
             expected = reference.random()
 
 
+def test_a_long_stream_stays_the_same_in_blocks_of_bounded_size() -> None:
+    """Two days of retries draw thousands of values: every block past the cap is re-seeded, never longer."""
+    reference, draws = random.Random(11), Draws(11)
+    for _ in range(5_000):
+        assert draws.random() == reference.random()
+        assert len(draws._block) <= Draws.BLOCK
+
+
 def test_backoff_is_wait_jitter_10s_half() -> None:
     draws = Draws(7)
     values = [backoff(draws) for _ in range(500)]
