@@ -386,6 +386,9 @@ def fleet(
     ] = 0,
     scheduler: Annotated[Str, _scheduler("--simulate")] = None,
     limit: Annotated[Str, typer.Option(metavar="COUNT", help="Print only the first COUNT rows of the table.")] = None,
+    wide: Annotated[
+        bool, typer.Option("--wide", help="Every column in the table (walk s, growth/h, GC interval, rate from).")
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
     csv_path: Annotated[
         Str, typer.Option("--csv", metavar="FILE", help="Write the rows as CSV to this file ('-': stdout).")
@@ -405,7 +408,7 @@ def fleet(
         transport, prometheus_url, pods=pods, window=window, node_label=node_label, selector=selector, at=at,
         fallback=fallback, fallback_flags=fallback_flags, simulate=simulate, replications=replications, seed=seed,
         processes=processes,
-        scheduler=scheduler, limit=limit,
+        scheduler=scheduler, limit=limit, wide=wide,
         as_json=as_json, csv_path=csv_path, fail_on=fail_on, progress=_with_progress,
     )  # fmt: skip
     raise typer.Exit(code)

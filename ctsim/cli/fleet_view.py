@@ -17,6 +17,8 @@ from ctsim.fleet.series import FleetRead
 from ctsim.inputs.given import Given
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from ctsim.fleet.prometheus import Transport
 
 _LEVEL_STYLE = {"critical": "bold red", "warning": "bold yellow", "ok": "green", "unknown": "dim"}
@@ -37,6 +39,16 @@ def _eta(seconds: float | None) -> str:
 
 def _rate_sources(r: NodeRisk) -> str:
     return "; ".join(sorted({v.source for v in r.walk_rate.values()}))
+
+
+def _short(n: int) -> str:
+    return f"{n / 1e6:.1f}M" if n >= 999_500 else f"{n / 1e3:.0f}k" if n >= 1000 else str(n)
+
+
+def _fill(r: NodeRisk) -> str:
+    """Entries of capacity, every CT map together, in a narrow cell: ``2.6M/4.0M``."""
+    entries, of = _total(r, "entries"), _total(r, "max_entries")
+    return f"{_dash(entries, _short)}/{_dash(of, _short)}"
 
 
 def _dash(value: object, show: Callable[[Any], str] = str) -> str:
@@ -61,6 +73,7 @@ class Column(NamedTuple):
     header: str | None = None
     cell: Callable[[int, NodeRisk], str] | None = None
     simulated: bool = False  # in the table only when some row was simulated
+    table: str = "both"  # "narrow" (the default table, fit for 120 columns), "wide" (--wide) or both
 
 
 def _sim(key: str) -> Callable[[int, NodeRisk], Any]:
@@ -73,27 +86,45 @@ COLUMNS: tuple[Column, ...] = (
     Column("node", lambda i, r: r.node, "node", lambda i, r: r.node),
     Column("level", lambda i, r: r.level, "level", lambda i, r: r.level),
     Column("sources", lambda i, r: " ".join(r.sources)),
+    Column(None, None, "entries", lambda i, r: _fill(r), table="narrow"),
     Column(
-        "entries", lambda i, r: _total(r, "entries"), "entries", lambda i, r: _dash(_total(r, "entries"), format_count)
+        "entries",
+        lambda i, r: _total(r, "entries"),
+        "entries",
+        lambda i, r: _dash(_total(r, "entries"), format_count),
+        table="wide",
     ),
     Column(
         "max_entries",
         lambda i, r: _total(r, "max_entries"),
         "of",
         lambda i, r: _dash(_total(r, "max_entries"), format_count),
+        table="wide",
     ),
     Column("walk_seconds_ipv4", lambda i, r: r.walk_seconds.get("ipv4")),
     Column("walk_seconds_ipv6", lambda i, r: r.walk_seconds.get("ipv6")),
     Column(
-        "scrub_seconds", lambda i, r: r.scrub_seconds, "walk s", lambda i, r: _dash(r.scrub_seconds, "{:.1f}".format)
+        "scrub_seconds",
+        lambda i, r: r.scrub_seconds,
+        "walk s",
+        lambda i, r: _dash(r.scrub_seconds, "{:.1f}".format),
+        table="wide",
     ),
     Column("pods", lambda i, r: r.pods),
     Column("pods_source", lambda i, r: r.pods_source),
+    Column(
+        None,
+        None,
+        "burst",
+        lambda i, r: _dash(r.burst_seconds, lambda b: f"{b:.0f}s ({r.pods})"),
+        table="narrow",
+    ),
     Column(
         "burst_seconds",
         lambda i, r: r.burst_seconds,
         "burst s",
         lambda i, r: _dash(r.burst_seconds, lambda b: f"{b:.0f} ({r.pods} pods)"),
+        table="wide",
     ),
     Column("deadline_seconds", lambda i, r: r.deadline),
     Column(
@@ -113,6 +144,7 @@ COLUMNS: tuple[Column, ...] = (
         lambda i, r: r.growth_per_hour,
         "growth/h",
         lambda i, r: _dash(r.growth_per_hour, "{:+,.0f}".format),
+        table="wide",
     ),
     Column(
         "seconds_until_deadline",
@@ -125,12 +157,14 @@ COLUMNS: tuple[Column, ...] = (
         lambda i, r: r.gc_interval,
         "GC interval",
         lambda i, r: _dash(r.gc_interval, format_duration),
+        table="wide",
     ),
     Column(
         "walk_rate_source",
         lambda i, r: _rate_sources(r),
         "rate from",
         lambda i, r: "; ".join(sorted({v.short for v in r.walk_rate.values()})) or "—",
+        table="wide",
     ),
     Column("observed_gc_seconds_ipv4", lambda i, r: r.observed_gc_seconds.get("ipv4")),
     Column("observed_ct_clean_seconds", lambda i, r: r.observed_ct_clean_seconds),
@@ -143,7 +177,7 @@ COLUMNS: tuple[Column, ...] = (
         simulated=True,
     ),
     Column("flags", lambda i, r: " | ".join(r.flags)),
-    Column("unknown", lambda i, r: " | ".join(r.unknown), "notes", lambda i, r: "; ".join(r.unknown + r.flags)),
+    Column("unknown", lambda i, r: " | ".join(r.unknown)),  # the table's notes go below it, a line a node
 )
 CSV_COLUMNS = tuple(c.csv for c in COLUMNS if c.csv)
 
@@ -172,20 +206,40 @@ def json_doc(rows: list[NodeRisk], read: FleetRead, url: str, node_label: str, q
     }
 
 
-def render(rows: list[NodeRisk], read: FleetRead, url: str, limit: int | None = None) -> None:
-    """The ranking: worst first, one line a node, then what the read saw and what it assumed."""
+def table_columns(rows: list[NodeRisk], wide: bool) -> list[Column]:
+    """The table's columns: simulated ones only when a row was simulated, wide ones only with --wide."""
+    simulated = any(r.simulated for r in rows)
+    table = "wide" if wide else "narrow"
+    return [c for c in COLUMNS if c.header and c.cell and (simulated or not c.simulated) and c.table in (table, "both")]
+
+
+def render(
+    rows: list[NodeRisk],
+    read: FleetRead,
+    url: str,
+    limit: int | None = None,
+    wide: bool = False,
+    console: Console | None = None,
+) -> None:
+    """The ranking: worst first, one line a node (kubectl's layout), its notes below, then what the read saw."""
     from rich.table import Table
 
     from ctsim.cli.tables import plain_console
 
-    console = plain_console()
-    simulated = any(r.simulated for r in rows)
-    columns = [c for c in COLUMNS if c.header and c.cell and (simulated or not c.simulated)]
-    table = Table(*(c.header for c in columns))
+    console = console or plain_console()
+    columns = table_columns(rows, wide)
+    table = Table(box=None, pad_edge=False, padding=(0, 2, 0, 0))  # two spaces between columns, as kubectl
+    for c in columns:
+        table.add_column(c.header, no_wrap=c.header == "node")  # a node's name is never cut
     shown = rows if limit is None else rows[:limit]
     for i, r in enumerate(shown, 1):
         table.add_row(*(c.cell(i, r) for c in columns if c.cell), style=_LEVEL_STYLE.get(r.level, ""))
     console.print(table)
+    noted = [(i, r) for i, r in enumerate(shown, 1) if r.unknown or r.flags]
+    if noted:
+        console.print("notes:")
+    for i, r in noted:
+        console.print(f"  {i} {r.node}: {'; '.join(r.unknown + r.flags)}")  # wrapped at words on a terminal
     levels = {lv: sum(r.level == lv for r in rows) for lv in ("critical", "warning", "ok", "unknown")}
     counts = ", ".join(f"{n} {lv}" for lv, n in levels.items() if n)
     more = f" (the first {len(shown)} shown; --limit)" if len(shown) < len(rows) else ""
@@ -246,6 +300,7 @@ def run_fleet(
     processes: int,
     scheduler: str | None,
     limit: str | None,
+    wide: bool,
     as_json: bool,
     csv_path: str | None,
     fail_on: str | None,
@@ -323,7 +378,7 @@ def run_fleet(
 
         print(json.dumps(json_doc(rows, read, url, node_label, query_seconds), indent=2, allow_nan=False))
     elif csv_path != "-":
-        render(rows, read, url, shown)
+        render(rows, read, url, shown, wide)
     if fail_on is not None and any(r.level in FAIL_ON[: FAIL_ON.index(fail_on) + 1] for r in rows):
         return 1
     return 0

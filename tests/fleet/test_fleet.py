@@ -11,6 +11,7 @@ import csv
 import io
 import json
 import math
+import re
 import shlex
 import subprocess
 import sys
@@ -200,7 +201,10 @@ def test_csv_and_the_piped_table(live: tuple[str, dict[str, Node]], tmp_path: Pa
     assert float(rows[0]["deadline_ratio"]) == pytest.approx(first["deadline_ratio"], rel=1e-12)
     lines = out.stdout.splitlines()  # piped: one full line per node, no cut words
     assert f"{N} nodes" in out.stdout and "…" not in out.stdout
-    assert sum(1 for line in lines if " node-" in line) == N
+    table = lines[: lines.index("notes:")] if "notes:" in lines else lines
+    assert sum(1 for line in table if " node-" in line) == N
+    notes = lines[len(table) + 1 : -1]  # below the table, a whole line a node: "  RANK NODE: note; note"
+    assert all(re.match(r"  \d+ node-\S+: \S", line) for line in notes if not line.startswith(f"{N} nodes"))
     assert not math.isnan(float(rows[0]["walk_seconds_ipv4"]))
 
 

@@ -161,3 +161,37 @@ def test_the_fleet_takes_the_walk_rate_by_run_s_rule() -> None:
         a = _assumptions(parse_given(**flags), None)
         run = resolve_flags(**flags)
         assert (a.rate or a.profile.walk_rate) == run.walk_rate, flags
+
+
+def test_the_table_fits_120_columns_and_its_notes_are_whole_lines() -> None:
+    """kubectl's layout on a 120-column terminal: the narrow default fits, each note is one line below."""
+    from rich.console import Console
+
+    from ctsim.cli.fleet_view import render
+    from ctsim.fleet.series import FleetRead
+
+    rows = rank(
+        [
+            assess(
+                ctwatch_node(f"ip-10-0-{i}-{i * 7}.eu-west-1.compute.internal", tcp=1_000_000 + 400_000 * i), CILIUM_116
+            )
+            for i in range(6)
+        ]
+    )
+    rows[0].unknown.append(
+        "ct6_global: cilium_bpf_map_pressure absent while ctwatch reports the map, a dead controller"
+    )
+    read = FleetRead(nodes={}, queried_at=0.0, queries={"q": "up"}, series={"q": 6}, unlabelled=0)
+    narrow = Console(width=120, record=True, force_terminal=True, color_system=None)
+    render(rows, read, "http://prometheus:9090", console=narrow)
+    text = narrow.export_text()
+    assert max(len(line) for line in text.splitlines()) <= 120, text
+    assert "rate from" not in text and "GC interval" not in text and "safe burst" in text
+    lines = text.splitlines()
+    assert sum(1 for line in lines if ".compute.internal" in line) == 6 + 1  # a row each, whole names; one note
+    note = next(i for i, line in enumerate(lines) if line.startswith(f"  1 {rows[0].node}: ct6_global:"))
+    assert " ".join(lines[note : note + 2]).endswith("ctwatch reports the map, a dead controller")  # words kept
+    wide = Console(width=400, record=True, force_terminal=True, color_system=None)
+    render(rows, read, "http://prometheus:9090", wide=True, console=wide)
+    every = wide.export_text()
+    assert all(h in every for h in ("walk s", "growth/h", "GC interval", "rate from", "4,000,000"))

@@ -97,7 +97,7 @@ def _at(rev: str, n: int, out: Path) -> dict[str, str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("-n", type=int, default=600, help="varied runs (each as --json; a third also as text)")
+    parser.add_argument("-n", type=int, default=900, help="varied runs (each as --json; a third also as text)")
     parser.add_argument("-o", "--output", type=Path, help="write {invocation: sha256} here")
     parser.add_argument("--against", metavar="REV", help="also fingerprint REV and compare")
     args = parser.parse_args()
