@@ -3,11 +3,12 @@
 Sources, best first: ctwatch's own series (counts and capacity per map, the
 walk rate it measured, its deadline and burst), then Cilium's
 (``cilium_bpf_map_pressure`` per CT map, which with a capacity gives the
-count; the GC interval where the version exports it; GC and CT-clean
-durations it observed). A node is the value of the first of ``node_label``'s
-labels that a series carries (``node,instance``: Cilium's Helm chart puts the
-node name in ``node``, and so do ctwatch's shipped monitors); series of every
-source with the same value are one node.
+count; ``cilium_bpf_map_capacity`` per CT map, from 1.15 on; the GC interval
+where the version exports it; GC and CT-clean durations it observed). A
+node is the value of the first of ``node_label``'s labels that a series
+carries (``node,instance``: Cilium's Helm chart puts the node name in
+``node``, and so do ctwatch's shipped monitors); series of every source with
+the same value are one node.
 """
 
 from __future__ import annotations
@@ -97,6 +98,9 @@ class Query:
 
 
 _CT_PRESSURE = 'map_name=~"' + "|".join(CILIUM_PRESSURE_MAPS) + '"'
+# Capacity is by map group, and a map made by bpf.NewMap is its own group under its full pinned name; a map of
+# exactly 65,536 entries is left to the "default" group (UpdateMapCapacity), so it is not read here.
+_CT_CAPACITY = 'map_group=~"' + "|".join(FAMILY_OF_MAP) + '"'
 
 
 def queries(q: Query) -> dict[str, str]:
@@ -121,6 +125,7 @@ def queries(q: Query) -> dict[str, str]:
         "source_up": q.of("ctwatch_source_up"),
         "ctwatch_gc_interval": q.of("ctwatch_cilium_gc_interval_seconds"),
         "pressure": pressure,
+        "capacity": q.of("cilium_bpf_map_capacity", _CT_CAPACITY),
         "pressure_growth": f"deriv({pressure}[{q.window}])",
         "gc_interval": q.of("cilium_datapath_conntrack_gc_interval_seconds"),
         "gc_duration": (f"sum {by_proto} (increase({gc_sum}[{w}])) / sum {by_proto} (increase({gc_count}[{w}])) > 0"),
@@ -271,6 +276,15 @@ def _cilium(each: Each) -> None:
         if m.entries is None:
             m.pressure = s.value
             m.entries_series = series
+    for facts, s in each("capacity"):
+        name = s.labels.get("map_group", "")
+        series = f'cilium_bpf_map_capacity{{map_group="{name}"}}'
+        if name not in FAMILY_OF_MAP or not _plausible(facts, "max_entries", series, s.value):
+            continue
+        facts.sources.add("cilium")
+        m = facts.map(name)
+        if m.max_entries is None:  # ctwatch's, read from the map itself, came first
+            m.max_entries, m.capacity_series = int(s.value), series
     for facts, s in each("pressure_growth"):
         name = CILIUM_PRESSURE_MAPS.get(s.labels.get("map_name", ""))
         if name is not None and facts.map(name).pressure is not None and _finite(s.value):

@@ -45,6 +45,7 @@ class Node:
     ct_clean_mean: float | None = None
     gc_interval: float | None = None
     pressure: bool = True  # Cilium exports CT map pressure
+    capacity: bool = False  # Cilium exports cilium_bpf_map_capacity (1.15 on)
 
     def entries(self, name: str, now: float) -> int:
         e, cap = self.maps[name]
@@ -85,6 +86,13 @@ class _Cilium(Collector):
                 p.add_metric([PRESSURE_NAME[name]], n.entries(name, now) / cap)
             p.add_metric(["lb4_services_v2"], 0.001)
             yield p
+        if n.capacity:  # UpdateMapCapacity: a map's group is its pinned name; 65,536 entries is "default"
+            c = GaugeMetricFamily("cilium_bpf_map_capacity", "Capacity of map", labels=["map_group"])
+            for name, (_, cap) in n.maps.items():
+                if cap != 65_536:
+                    c.add_metric([name], cap)
+            c.add_metric(["endpoint_policy"], 16_384)
+            yield c
         if n.gc_interval is not None:
             yield GaugeMetricFamily("cilium_datapath_conntrack_gc_interval_seconds", "GC interval", value=n.gc_interval)
         passes = (now - T0 + 3600.0) / 60.0  # a pass a minute, so increase() over any window sees some
@@ -133,9 +141,10 @@ def fleet(n: int = 240) -> list[Node]:
             node.cilium = False
             node.slope = 50.0 + i
             node.maps = {tcp: (entries % (1 << 20), 1 << 24), any_: (entries // 4 % (1 << 20), 1 << 23)}
-        elif kind == 5:  # Cilium only: a capacity must come from flags
+        elif kind == 5:  # Cilium only: 1.15 on exports each CT map's capacity, before that it comes from flags
             node.ctwatch = False
             node.gc_interval = 3600.0 * (1 + i % 12)
+            node.capacity = i % 16 == 5
         elif kind == 6:  # ctwatch's bpf source down: counts from Cilium only
             node.down = ("bpf",)
         else:  # Cilium without CT pressure: nothing to project

@@ -83,7 +83,7 @@ def test_every_node_once_ranked_worst_first_with_figures_from_the_projection(liv
         assert set(r["sources"]) <= seen and (r["sources"] or not seen), (r["node"], r["sources"])
         if node.ctwatch and node.cilium and "bpf" not in node.down:
             assert r["sources"] == ["cilium", "ctwatch"]
-    assert len(doc["sources"]["queries"]) == 14  # one query per metric, whatever the fleet's size
+    assert len(doc["sources"]["queries"]) == 15  # one query per metric, whatever the fleet's size
     ratios = [r["deadline_ratio"] for r in rows if r["deadline_ratio"] is not None]
     assert ratios == sorted(ratios, reverse=True)
     known = [r for r in rows if r["deadline_ratio"] is not None]
@@ -91,8 +91,8 @@ def test_every_node_once_ranked_worst_first_with_figures_from_the_projection(liv
     checked = 0
     for r in known:
         node = by[r["node"]]
-        if node.slope or "bpf" in node.down:
-            continue  # growing (checked apart) or counted by Cilium alone (no capacity without flags)
+        if node.slope or "bpf" in node.down or not node.ctwatch:
+            continue  # growing (checked apart) or counted by Cilium alone (checked apart)
         walks = _walks(node, time.time())
         assert r["pods"] == node.burst and r["deadline"] == node.deadline
         for w in walks:
@@ -116,12 +116,33 @@ def test_nodes_without_what_a_projection_needs_say_why(live: tuple[str, dict[str
         r = rows[name]
         if not node.pressure and not node.ctwatch:
             assert r["level"] == "unknown" and "no CT map count" in r["unknown"][0]
-        elif not node.ctwatch or "bpf" in node.down:  # Cilium's pressure, and no capacity
+        elif (not node.ctwatch or "bpf" in node.down) and not node.capacity:  # Cilium's pressure, no capacity
             assert r["level"] == "unknown" and "capacity (run ctwatch" in r["unknown"][0]
         if node.down:
             assert any("sources down: bpf" in f for f in r["flags"])
         if not node.ctwatch and node.gc_interval:
             assert r["gc_interval"] == node.gc_interval
+
+
+def test_a_cilium_only_node_from_1_15_on_gives_its_own_capacity(live: tuple[str, dict[str, Node]]) -> None:
+    """cilium_bpf_map_capacity{map_group="cilium_ct4_global"} with the pressure: the count, no flag needed."""
+    url, by = live
+    rows = {r["node"]: r for r in fleet_json(url)["nodes"]}
+    sized = [n for n in by.values() if n.capacity]
+    assert len(sized) >= 10
+    for node in sized:
+        r = rows[node.name]
+        assert r["level"] != "unknown" and not r["unknown"], r
+        for name, (_, cap) in node.maps.items():
+            m = r["maps"][name]
+            assert m["max_entries"] == cap and m["capacity_source"] == f'cilium_bpf_map_capacity{{map_group="{name}"}}'
+            assert m["entries_source"].startswith("cilium_bpf_map_pressure")
+            assert abs(m["entries"] - node.entries(name, time.time())) <= 1  # pressure x capacity, rounded
+    # A flag is a fallback: the capacity the agent reports wins over --node-memory's.
+    again = {r["node"]: r for r in fleet_json(url, "--node-memory", "256Gi", "--map-ratio", "0.005")["nodes"]}
+    for node in sized:
+        tcp = CT_MAPS["ipv4"][0]
+        assert again[node.name]["maps"][tcp]["max_entries"] == node.maps[tcp][1]
 
 
 def test_cilium_only_nodes_are_sized_from_node_memory(live: tuple[str, dict[str, Node]]) -> None:
@@ -130,7 +151,7 @@ def test_cilium_only_nodes_are_sized_from_node_memory(live: tuple[str, dict[str,
     sizes = ct_map_sizes(256 << 30, 0.005)
     tcp, any_ = CT_MAPS["ipv4"]
     for name, node in by.items():
-        if (node.ctwatch and "bpf" not in node.down) or not node.pressure:
+        if (node.ctwatch and "bpf" not in node.down) or not node.pressure or node.capacity:
             continue
         r = rows[name]
         assert tcp in r["maps"], (name, r)
