@@ -177,6 +177,12 @@ def _maps(facts: NodeFacts, a: Assumptions, risk: NodeRisk) -> dict[str, tuple[t
             f"{'its' if len(unsized) == 1 else 'their'} capacity (run ctwatch, or give --max-entries or --node-memory)"
         )
     risk.growth_per_hour = growth * 3600 if grew else None
+    stale = [name for name, m in facts.maps.items() if m.at_last_pass and name in risk.maps]
+    if stale:
+        risk.flags.append(
+            f"no cilium_bpf_map_pressure for {', '.join(stale)}: counted at the end of the last completed GC pass "
+            f"(cilium_datapath_conntrack_gc_entries), up to one GC interval old"
+        )
     return out
 
 
@@ -214,7 +220,10 @@ def assess(facts: NodeFacts, a: Assumptions) -> NodeRisk:
     per_family = _maps(facts, a, risk)
     if not per_family:
         if not risk.unknown:
-            risk.unknown.append("no CT map count in any series (neither ctwatch_entries nor cilium_bpf_map_pressure)")
+            risk.unknown.append(
+                "no CT map count in any series (neither ctwatch_entries, cilium_bpf_map_pressure "
+                "nor cilium_datapath_conntrack_gc_entries)"
+            )
         return risk
     walks = []
     for family, (counts, caps) in per_family.items():

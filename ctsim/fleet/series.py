@@ -40,6 +40,7 @@ class MapFacts:
     capacity_series: str = ""
     growth: float | None = None  # entries per second over the window
     pressure: float | None = None  # Cilium's count/max, kept until a capacity is known
+    at_last_pass: bool = False  # the count is GC's, at the end of the last completed pass (no pressure series)
 
 
 @dataclass
@@ -101,6 +102,8 @@ _CT_PRESSURE = 'map_name=~"' + "|".join(CILIUM_PRESSURE_MAPS) + '"'
 # Capacity is by map group, and a map made by bpf.NewMap is its own group under its full pinned name; a map of
 # exactly 65,536 entries is left to the "default" group (UpdateMapCapacity), so it is not read here.
 _CT_CAPACITY = 'map_group=~"' + "|".join(FAMILY_OF_MAP) + '"'
+# cilium_datapath_conntrack_gc_entries' (family, protocol) -> the pinned map (gcFamily, gcProtocol's strings)
+_GC_MAP = {(family, proto): names[i] for family, names in CT_MAPS.items() for i, proto in enumerate(("TCP", "non-TCP"))}
 
 
 def queries(q: Query) -> dict[str, str]:
@@ -126,6 +129,7 @@ def queries(q: Query) -> dict[str, str]:
         "ctwatch_gc_interval": q.of("ctwatch_cilium_gc_interval_seconds"),
         "pressure": pressure,
         "capacity": q.of("cilium_bpf_map_capacity", _CT_CAPACITY),
+        "gc_entries": q.of("cilium_datapath_conntrack_gc_entries", 'status="alive"'),
         "pressure_growth": f"deriv({pressure}[{q.window}])",
         "gc_interval": q.of("cilium_datapath_conntrack_gc_interval_seconds"),
         "gc_duration": (f"sum {by_proto} (increase({gc_sum}[{w}])) / sum {by_proto} (increase({gc_count}[{w}])) > 0"),
@@ -285,6 +289,16 @@ def _cilium(each: Each) -> None:
         m = facts.map(name)
         if m.max_entries is None:  # ctwatch's, read from the map itself, came first
             m.max_entries, m.capacity_series = int(s.value), series
+    for facts, s in each("gc_entries"):  # every version: alive entries at the end of each completed GC pass
+        family, protocol = s.labels.get("family", ""), s.labels.get("protocol", "")
+        name = _GC_MAP.get((family, protocol))
+        series = f'cilium_datapath_conntrack_gc_entries{{family="{family}",protocol="{protocol}",status="alive"}}'
+        if name is None or not _plausible(facts, "entries", series, s.value):
+            continue
+        facts.sources.add("cilium")
+        m = facts.map(name)
+        if m.entries is None and m.pressure is None:  # the pressure is now; this count is of the last pass
+            m.entries, m.entries_series, m.at_last_pass = s.value, series, True
     for facts, s in each("pressure_growth"):
         name = CILIUM_PRESSURE_MAPS.get(s.labels.get("map_name", ""))
         if name is not None and facts.map(name).pressure is not None and _finite(s.value):

@@ -25,6 +25,7 @@ from ctsim.core.defaults import CILIUM_PRESSURE_MAPS, CT_MAPS
 
 T0 = time.time()
 PRESSURE_NAME = {pinned: label for label, pinned in CILIUM_PRESSURE_MAPS.items()}
+TCP_MAPS = {names[0] for names in CT_MAPS.values()}
 
 
 @dataclass
@@ -46,6 +47,7 @@ class Node:
     gc_interval: float | None = None
     pressure: bool = True  # Cilium exports CT map pressure
     capacity: bool = False  # Cilium exports cilium_bpf_map_capacity (1.15 on)
+    gc_entries: bool = False  # Cilium exports cilium_datapath_conntrack_gc_entries (a GC pass completed)
 
     def entries(self, name: str, now: float) -> int:
         e, cap = self.maps[name]
@@ -93,6 +95,15 @@ class _Cilium(Collector):
                     c.add_metric([name], cap)
             c.add_metric(["endpoint_policy"], 16_384)
             yield c
+        if n.gc_entries:  # gcStats.finish: alive and deleted entries of each map's last completed pass
+            g = GaugeMetricFamily(
+                "cilium_datapath_conntrack_gc_entries", "Alive and deleted", labels=["family", "protocol", "status"]
+            )
+            for name in n.maps:
+                family, protocol = FAMILY_OF_MAP[name], "TCP" if name in TCP_MAPS else "non-TCP"
+                g.add_metric([family, protocol, "alive"], n.entries(name, now))
+                g.add_metric([family, protocol, "deleted"], 1234)
+            yield g
         if n.gc_interval is not None:
             yield GaugeMetricFamily("cilium_datapath_conntrack_gc_interval_seconds", "GC interval", value=n.gc_interval)
         passes = (now - T0 + 3600.0) / 60.0  # a pass a minute, so increase() over any window sees some
@@ -147,10 +158,11 @@ def fleet(n: int = 240) -> list[Node]:
             node.capacity = i % 16 == 5
         elif kind == 6:  # ctwatch's bpf source down: counts from Cilium only
             node.down = ("bpf",)
-        else:  # Cilium without CT pressure: nothing to project
+        else:  # Cilium without CT pressure: nothing to project, unless a GC pass left its counts
             node.ctwatch = False
             node.pressure = False
             node.gc_interval = 43_200.0
+            node.gc_entries = i % 16 == 15
         nodes.append(node)
     return nodes
 

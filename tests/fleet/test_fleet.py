@@ -83,7 +83,7 @@ def test_every_node_once_ranked_worst_first_with_figures_from_the_projection(liv
         assert set(r["sources"]) <= seen and (r["sources"] or not seen), (r["node"], r["sources"])
         if node.ctwatch and node.cilium and "bpf" not in node.down:
             assert r["sources"] == ["cilium", "ctwatch"]
-    assert len(doc["sources"]["queries"]) == 15  # one query per metric, whatever the fleet's size
+    assert len(doc["sources"]["queries"]) == 16  # one query per metric, whatever the fleet's size
     ratios = [r["deadline_ratio"] for r in rows if r["deadline_ratio"] is not None]
     assert ratios == sorted(ratios, reverse=True)
     known = [r for r in rows if r["deadline_ratio"] is not None]
@@ -114,9 +114,9 @@ def test_nodes_without_what_a_projection_needs_say_why(live: tuple[str, dict[str
     rows = {r["node"]: r for r in fleet_json(url)["nodes"]}
     for name, node in by.items():
         r = rows[name]
-        if not node.pressure and not node.ctwatch:
+        if not node.pressure and not node.ctwatch and not node.gc_entries:
             assert r["level"] == "unknown" and "no CT map count" in r["unknown"][0]
-        elif (not node.ctwatch or "bpf" in node.down) and not node.capacity:  # Cilium's pressure, no capacity
+        elif (not node.ctwatch or "bpf" in node.down) and node.pressure and not node.capacity:  # no capacity
             assert r["level"] == "unknown" and "capacity (run ctwatch" in r["unknown"][0]
         if node.down:
             assert any("sources down: bpf" in f for f in r["flags"])
@@ -143,6 +143,23 @@ def test_a_cilium_only_node_from_1_15_on_gives_its_own_capacity(live: tuple[str,
     for node in sized:
         tcp = CT_MAPS["ipv4"][0]
         assert again[node.name]["maps"][tcp]["max_entries"] == node.maps[tcp][1]
+
+
+def test_without_pressure_a_node_is_counted_by_its_last_gc_pass(live: tuple[str, dict[str, Node]]) -> None:
+    """No cilium_bpf_map_pressure (dead controller, old kernel): GC's alive count, said to be of the last pass."""
+    url, by = live
+    rows = {r["node"]: r for r in fleet_json(url)["nodes"]}
+    counted = [n for n in by.values() if n.gc_entries]
+    assert len(counted) >= 10
+    for node in counted:
+        r = rows[node.name]
+        assert r["level"] != "unknown" and not r["unknown"], r
+        for name in node.maps:
+            m = r["maps"][name]
+            assert m["entries"] == node.entries(name, time.time()) and m["max_entries"] is None
+            assert m["entries_source"].startswith("cilium_datapath_conntrack_gc_entries{family=")
+        assert any("end of the last completed GC pass" in f for f in r["flags"])
+        assert r["walk_seconds"]["ipv4"] > 0
 
 
 def test_cilium_only_nodes_are_sized_from_node_memory(live: tuple[str, dict[str, Node]]) -> None:

@@ -90,7 +90,8 @@ def test_rank_puts_the_worst_first_and_the_unknown_last() -> None:
     ]
     assert [r.node for r in rank(rows)] == ["big", "small", "blank"]
     assert rank(rows)[-1].unknown == [
-        "no CT map count in any series (neither ctwatch_entries nor cilium_bpf_map_pressure)"
+        "no CT map count in any series (neither ctwatch_entries, cilium_bpf_map_pressure "
+        "nor cilium_datapath_conntrack_gc_entries)"
     ]
 
 
