@@ -124,15 +124,21 @@ def test_nodes_without_what_a_projection_needs_say_why(live: tuple[str, dict[str
             assert r["gc_interval"] == node.gc_interval
 
 
+def _known(url: str, nodes: list[Node]) -> Iterator[tuple[Node, dict[str, Any]]]:
+    """Each of ``nodes`` (ten at least) with its row, which must be projected and name nothing unknown."""
+    rows = {r["node"]: r for r in fleet_json(url)["nodes"]}
+    assert len(nodes) >= 10
+    for node in nodes:
+        r = rows[node.name]
+        assert r["level"] != "unknown" and not r["unknown"], r
+        yield node, r
+
+
 def test_a_cilium_only_node_from_1_15_on_gives_its_own_capacity(live: tuple[str, dict[str, Node]]) -> None:
     """cilium_bpf_map_capacity{map_group="cilium_ct4_global"} with the pressure: the count, no flag needed."""
     url, by = live
-    rows = {r["node"]: r for r in fleet_json(url)["nodes"]}
     sized = [n for n in by.values() if n.capacity]
-    assert len(sized) >= 10
-    for node in sized:
-        r = rows[node.name]
-        assert r["level"] != "unknown" and not r["unknown"], r
+    for node, r in _known(url, sized):
         for name, (_, cap) in node.maps.items():
             m = r["maps"][name]
             assert m["max_entries"] == cap and m["capacity_source"] == f'cilium_bpf_map_capacity{{map_group="{name}"}}'
@@ -146,14 +152,9 @@ def test_a_cilium_only_node_from_1_15_on_gives_its_own_capacity(live: tuple[str,
 
 
 def test_without_pressure_a_node_is_counted_by_its_last_gc_pass(live: tuple[str, dict[str, Node]]) -> None:
-    """No cilium_bpf_map_pressure (dead controller, old kernel): GC's alive count, said to be of the last pass."""
+    """No cilium_bpf_map_pressure series: GC's alive count, said to be of the last completed pass."""
     url, by = live
-    rows = {r["node"]: r for r in fleet_json(url)["nodes"]}
-    counted = [n for n in by.values() if n.gc_entries]
-    assert len(counted) >= 10
-    for node in counted:
-        r = rows[node.name]
-        assert r["level"] != "unknown" and not r["unknown"], r
+    for node, r in _known(url, [n for n in by.values() if n.gc_entries]):
         for name in node.maps:
             m = r["maps"][name]
             assert m["entries"] == node.entries(name, time.time()) and m["max_entries"] is None
