@@ -18,7 +18,7 @@ import typing
 from collections.abc import Callable, Collection
 from typing import Any, NoReturn
 
-from ctsim.core.errors import InputError
+from ctsim.core.errors import InputError, WorkFailed
 
 MAX_LINE = 400  # characters of an error line: a 100,000-character value is cut, its flag still named first
 
@@ -123,6 +123,8 @@ def run_cli(app: Any, prog: str) -> NoReturn:
         _output_error(prog, exc)
     except InputError as exc:
         fail(prog, str(exc))
+    except WorkFailed as exc:
+        fail(prog, str(exc), 1)
     except typer.Exit as exc:
         if exc.exit_code == 130:  # typer's word for Ctrl-C
             interrupted(prog)

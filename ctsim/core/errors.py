@@ -12,6 +12,10 @@ class InputError(ValueError):
     """Bad user input: the message is shown as is, never with a traceback."""
 
 
+class WorkFailed(RuntimeError):
+    """The work itself failed (not the input): one line and exit code 1, never a run that looks whole."""
+
+
 def pick(table: Mapping[str, T], name: str, flag: str, what: str) -> T:
     """``table[name]``, or one line naming the choices."""
     try:

@@ -17,7 +17,7 @@ import time
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from ctsim.core.errors import InputError
+from ctsim.core.errors import InputError, WorkFailed
 from ctsim.core.quantity import parse_duration
 from ctsim.inputs.churn import ChurnSchedule
 from ctsim.inputs.scenario import Scenario
@@ -116,12 +116,15 @@ def emulate(s: Scenario, maps: list[BPFMap]) -> Emulated:
             pod = EmuPod(index=i, created_at=model_pod.created_at)
             pods.append(pod)
             node.spawn(node.pod_worker, pod, model_pod.rng, horizon)
-        clock.sleep_until(horizon)
+        while not node.stop.wait(min(1.0, max(0.0, horizon - clock.now()))) and clock.now() < horizon:
+            pass  # to the horizon, or until a thread dies
     finally:
         node.stop.set()
         for t in list(node.threads):
             t.join(timeout=30)
         node.close()
+    if node.failure is not None:
+        raise WorkFailed(f"an emulated agent thread died, so the counts are not the emulation's: {node.failure}")
     return Emulated(
         pods=tuple(pods),
         add_timeouts=node.counts["add_timeouts"],

@@ -148,6 +148,7 @@ class EmulatedNode:
         self.overruns: list[float] = []  # seconds by which a real walk outlasted its paced time (beyond tolerance)
         self.max_overrun = 0.0
         self._count_lock = threading.Lock()
+        self.failure: str | None = None  # the first thread that died, and why
         self._arrivals = threading.Condition()
         self._arrived = 0  # pods whose first ADD has entered endpoint-create
         # Walks run in a process of their own, forked before any thread starts:
@@ -184,8 +185,16 @@ class EmulatedNode:
         return t
 
     def _guard(self, fn: Callable[..., None], *args: object) -> None:
-        with contextlib.suppress(Stopped):
+        """A thread that dies stops the node: counts a thread short are not the emulation's (``failure``)."""
+        try:
             fn(*args)
+        except Stopped:
+            pass
+        except Exception as exc:
+            with self._count_lock:
+                if self.failure is None:
+                    self.failure = f"{fn.__name__}: {type(exc).__name__}: {exc}"
+            self.stop.set()
 
     # The shared walk: GC passes and scrubs, map by map under the family lock.
     def walk(self, collect_garbage: bool, caller_deadline: float | None) -> tuple[int, int, float]:

@@ -38,3 +38,30 @@ def test_a_waiter_that_gives_up_leaves_its_equal_in_the_queue() -> None:
     got, at = outcome["first"]
     assert got and at - released < 2.0, outcome  # granted on the release, not at its own give-up time
     assert sem._cur == 1 and not sem._waiters
+
+
+def test_a_thread_that_dies_stops_the_node_and_fails_the_command() -> None:
+    """An emulated agent thread's exception is kept and stops the node; ctsim emulate then exits 1 in one line."""
+    import subprocess
+    import sys
+    import threading
+    from types import SimpleNamespace
+
+    from ctsim.kernel.emulated_node import EmulatedNode
+
+    node = SimpleNamespace(_count_lock=threading.Lock(), failure=None, stop=threading.Event())
+
+    def pod_worker() -> None:
+        raise ValueError("[2500000, False] is not in deque")
+
+    EmulatedNode._guard(node, pod_worker)  # type: ignore[arg-type]
+    assert node.stop.is_set() and node.failure == "pod_worker: ValueError: [2500000, False] is not in deque"
+    EmulatedNode._guard(node, lambda: (_ for _ in ()).throw(KeyError("later")))  # type: ignore[arg-type]
+    assert node.failure.startswith("pod_worker")  # the first death is the one said
+    code = (
+        "import sys; from ctsim.cli.command import run_cli; from ctsim.core.errors import WorkFailed\n"
+        "def app(standalone_mode): raise WorkFailed('an emulated agent thread died')\n"
+        "run_cli(app, 'ctsim')"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert out.returncode == 1 and out.stderr == "ctsim: error: an emulated agent thread died\n"
