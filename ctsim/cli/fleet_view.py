@@ -239,7 +239,7 @@ def render(
     if noted:
         console.print("notes:")
     for i, r in noted:
-        console.print(f"  {i} {r.node}: {'; '.join(r.unknown + r.flags)}")  # wrapped at words on a terminal
+        console.print(f"  {i} {r.node}: {'; '.join(r.unknown + r.flags)}", markup=False)  # wrapped at words
     levels = {lv: sum(r.level == lv for r in rows) for lv in ("critical", "warning", "ok", "unknown")}
     counts = ", ".join(f"{n} {lv}" for lv, n in levels.items() if n)
     more = f" (the first {len(shown)} shown; --limit)" if len(shown) < len(rows) else ""
