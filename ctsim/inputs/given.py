@@ -74,6 +74,9 @@ class Given:
     horizon: float | None = None  # None: until the burst is resolved
     seed: int = 1
     calibration: Calibration | None = None
+    # When each pod reached CNI ADD, in seconds from t=0 (``ctsim backtest``: the pods as the node saw them come);
+    # empty: ``pods`` pods within kubelet's start spread. Not a flag.
+    arrivals: tuple[float, ...] = ()
     # Where an input came from when not from the user's flags: (input, origin), e.g. a live series.
     sources: tuple[tuple[str, str], ...] = ()
 
@@ -156,8 +159,9 @@ PARSERS: dict[str, Callable[[str], object]] = {
     "gc_initial_interval": _duration("--gc-initial-interval", **_GC),
     "gc_next_pass": _duration("--gc-next-pass", allow_zero=True, maximum=MAX_HORIZON),
 }
+NOT_FLAGS = ("arrivals", "sources")  # Given's fields that no flag sets
 # Every flag, in Given's order, with its default as the command line declares it (None: not given).
-FLAG_DEFAULTS: dict[str, object] = {f.name: None for f in fields(Given) if f.name != "sources"} | {
+FLAG_DEFAULTS: dict[str, object] = {f.name: None for f in fields(Given) if f.name not in NOT_FLAGS} | {
     "profile": DEFAULT_PROFILE,
     "agent_state": "warm",
     "pods": "50",

@@ -101,6 +101,7 @@ class Scenario:
     # 1 for `ctsim run`; `ctsim emulate` scales down.
     time_scale: float = 1.0
     pod_start_spread: float = 1.0  # kubelet's pod workers reach CNI ADD within this
+    arrivals: tuple[float, ...] = ()  # each pod's first CNI ADD, seconds from t=0 (empty: within pod_start_spread)
     calibration: str | None = None  # the calibration file, when one was given
     # What the user gave, parsed: variants of this node (plan, mitigations, sweeps) replace its numbers.
     given: Given = field(default_factory=lambda: Given(), compare=False, repr=False)
@@ -146,6 +147,10 @@ class Scenario:
             }
         d["notes"] = list(self.notes)
         d["origins"] = dict(self.origins)
+        if self.arrivals:
+            d["arrivals"] = list(self.arrivals)
+        else:
+            d.pop("arrivals")
         d.pop("given", None)
         return d
 
@@ -283,11 +288,24 @@ def resolve(g: Given) -> Scenario:
         notes=tuple(notes),
         origins=tuple(origins.items()),
         calibration=g.calibration.path if g.calibration is not None else None,
+        arrivals=_arrivals(g, horizon_s),
         given=g,
     )
 
 
 NO_CHURN = ChurnSchedule(((0.0, float("inf")),))
+
+
+def _arrivals(g: Given, horizon: float) -> tuple[float, ...]:
+    """The pods' arrival times, one per pod, in order, within the run."""
+    a = g.arrivals
+    if not a:
+        return ()
+    if len(a) != g.pods:
+        raise InputError(f"arrivals: {len(a):,} times for {g.pods:,} pods")
+    if not 0.0 <= a[0] <= a[-1] <= horizon or list(a) != sorted(a):
+        raise InputError(f"arrivals: times must be ascending, from 0 to the horizon ({horizon:g} s)")
+    return a
 
 
 class _Capacity:

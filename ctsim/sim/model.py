@@ -108,7 +108,8 @@ class Model:
         self.trace_maps: list[tuple[int, ...]] = []  # present per map at each sample: IPv4 TCP, non-TCP, IPv6 ...
         if self.trace_every:
             env.process(self._sample(self.trace_every / k))
-        self.pods = [new_pod(i, s.pods, s.seed, s.clock.pod_start_spread) for i in range(s.pods)]
+        spread, arrivals = s.clock.pod_start_spread, s.arrivals
+        self.pods = [new_pod(i, s.pods, s.seed, spread, arrivals[i] / k if arrivals else None) for i in range(s.pods)]
         self.node.unready = s.pods
         self.ended_because = "horizon"
         self._stop: simpy.Event | None = None
@@ -140,11 +141,13 @@ class Model:
         all_ready = self.node.all_ready = env.event()
         all_ready.callbacks.append(lambda _: end("resolved"))
         settle = STORM_SETTLE / self.scenario.time_scale
+        # Pods given their own arrival times (a backtest) may still be coming: the storm is not settled before.
+        last_arrival = self.pods[-1].created_at if self.scenario.arrivals else 0.0
 
         def check(passed: float) -> None:
             """At ``settle`` past the first pass's end (``passed``), then past each pod's Ready after it."""
             ready = max((p.ready_at for p in self.pods if p.ready_at is not None), default=0.0)
-            since = max(ready, passed)
+            since = max(ready, passed, last_arrival)
             if env.now - since >= settle:
                 end("settled")
             else:

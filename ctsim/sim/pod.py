@@ -114,13 +114,15 @@ def jitter(u: float) -> float:
     return BACKOFF * (1.0 + u * BACKOFF_JITTER)
 
 
-def new_pod(index: int, pods: int, seed: int, start_spread: float) -> Pod:
-    """The ``index``-th of ``pods`` pods reaching CNI ADD within ``start_spread``.
+def new_pod(index: int, pods: int, seed: int, start_spread: float, at: float | None = None) -> Pod:
+    """The ``index``-th of ``pods`` pods reaching CNI ADD within ``start_spread``, or at ``at`` when given.
 
     Arrivals are in index order, each jittered within the first half of its
     slot (so two never coincide); each pod draws from its own random stream,
-    so its randomness does not depend on the order of events.
+    so its randomness does not depend on the order of events. A pod with its
+    own arrival time draws the jitter all the same: its stream is the same.
     """
     rng = Draws(seed * 1_000_003 + index)
     slot = start_spread / pods
-    return Pod(index=index, created_at=(index + 0.5 * rng.random()) * slot, rng=rng)
+    created_at = (index + 0.5 * rng.random()) * slot
+    return Pod(index=index, created_at=created_at if at is None else at, rng=rng)
