@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import http.server
+import random
 import socket
 import threading
 from collections.abc import Callable, Iterator
@@ -11,10 +12,28 @@ from collections.abc import Callable, Iterator
 Respond = Callable[[http.server.BaseHTTPRequestHandler], None]
 
 
+def _ephemeral_low() -> int:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default range is 32768-60999
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A loopback port free now, below the ephemeral range: a port bind(0) gives is one that any outgoing
+    connection (a Prometheus scraping hundreds of targets, a client) may take as its source port before the
+    server the test starts binds it; below the range, only another listener can."""
+    rng = random.SystemRandom()
+    for _ in range(200):
+        port = rng.randrange(10_000, _ephemeral_low())
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free loopback port below the ephemeral range")
 
 
 class _Server(http.server.ThreadingHTTPServer):

@@ -124,7 +124,11 @@ def wait_for(url: str, expr: str, want: float, timeout_s: float = 60.0, **kw: An
     deadline = time.monotonic() + timeout_s
     got: Any = None
     while time.monotonic() < deadline:
-        r = httpx.post(f"{url}/api/v1/query", data={"query": expr}, timeout=5, **kw).json()
+        try:
+            r = httpx.post(f"{url}/api/v1/query", data={"query": expr}, timeout=5, **kw).json()
+        except httpx.TransportError:  # a slow answer on a busy machine is not a wrong one: ask again
+            time.sleep(0.25)
+            continue
         result = r.get("data", {}).get("result", [])
         got = float(result[0]["value"][1]) if result else None
         if got == want:
@@ -154,20 +158,27 @@ Series = tuple[str, dict[str, str], Callable[[float], float]]  # metric, labels,
 
 
 def history(series: list[Series], end: float, step: float, samples: int) -> str:
-    """OpenMetrics text of gauges sampled every ``step`` up to ``end``, for ``backfill`` (prometheus-client
-    writes it: each sample carries its own timestamp)."""
+    """OpenMetrics text of gauges sampled every ``step`` up to ``end``, for ``backfill``."""
+    times = [end - (samples - 1 - k) * step for k in range(samples)]
+    return openmetrics([(name, labels, [(t, value(t)) for t in times]) for name, labels, value in series])
+
+
+Points = tuple[str, dict[str, str], list[tuple[float, float]]]  # metric, labels, (unix time, value) samples
+
+
+def openmetrics(series: list[Points]) -> str:
+    """OpenMetrics text of gauges, each sample at its own time (a series may start and stop anywhere), for
+    ``backfill``: prometheus-client writes it."""
     from prometheus_client.core import GaugeMetricFamily
     from prometheus_client.openmetrics.exposition import generate_latest
     from prometheus_client.registry import Collector, CollectorRegistry
 
     families: dict[str, GaugeMetricFamily] = {}
-    for name, labels, _ in series:
+    for name, labels, points in series:
         if name not in families:
             families[name] = GaugeMetricFamily(name, name, labels=list(labels))
-    times = [end - (samples - 1 - k) * step for k in range(samples)]
-    for name, labels, value in series:
-        for t in times:
-            families[name].add_metric(list(labels.values()), value(t), timestamp=t)
+        for t, v in points:
+            families[name].add_metric(list(labels.values()), v, timestamp=t)
 
     class _History(Collector):
         def collect(self) -> Iterator[GaugeMetricFamily]:
