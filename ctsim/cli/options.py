@@ -358,6 +358,23 @@ def live_scenario_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return _adding(command, {**SCENARIO_FLAGS, **LIVE_FLAGS, **PROMETHEUS_FLAGS}, build, _LIVE)
 
 
+# A backtest's pods and horizon are the node's own: its pods as kube-state-metrics saw them, its window.
+BACKTEST_FLAGS = {k: v for k, v in SCENARIO_FLAGS.items() if k not in ("pods", "horizon")}
+_GIVEN = frozenset({"given"})
+
+
+def given_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The scenario flags but ``--pods`` and ``--horizon``, parsed, not resolved: ``command`` receives
+    ``given=Given``, which a backtest completes with the node's series and pods."""
+
+    def build(values: dict[str, Any]) -> dict[str, Any]:
+        from ctsim.inputs.given import FLAG_DEFAULTS, parse_given
+
+        return {"given": parse_given(**{name: values.get(name) for name in FLAG_DEFAULTS})}
+
+    return _adding(command, BACKTEST_FLAGS, build, _GIVEN, last=True)
+
+
 def fallback_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """The walk and sizing flags, for what a node's series do not say: ``command`` receives ``fallback=Given``
     (parsed as run parses them) and ``fallback_flags`` (as typed, for a row's ``ctsim run`` line)."""

@@ -90,6 +90,12 @@ def read_node(client: Client, node: str, query: Query, assumptions: Assumptions)
     return risk
 
 
+def check_node(node: str) -> None:
+    """A node name that can stand in a label matcher as it is."""
+    if not node.strip() or any(c in node for c in '"\\{}\n'):
+        raise InputError(f"--node: {shorten(node)!r} is not a node name (no quotes, braces or backslashes)")
+
+
 def live_inputs(
     wanted: set[str],
     url: str | None,
@@ -98,19 +104,19 @@ def live_inputs(
     transport: Transport,
     profile: str | None,
     calibration: object = None,
+    at: float | None = None,
 ) -> Live:
-    """The ``wanted`` inputs the node's series give: field -> (value, series)."""
+    """The ``wanted`` inputs the node's series give at ``at`` (None: now): field -> (value, series)."""
     from ctsim.core.profiles import DEFAULT_PROFILE, get_profile
 
     if url is None:
         raise InputError("--node: give --from-prometheus URL too")
     if node is None or not node.strip():
         raise InputError("--from-prometheus: give --node NAME too (the node's --node-label value)")
-    if any(c in node for c in '"\\{}\n'):
-        raise InputError(f"--node: {shorten(node)!r} is not a node name (no quotes, braces or backslashes)")
+    check_node(node)
     assumptions = Assumptions(profile=get_profile(profile or DEFAULT_PROFILE))
     with Client(url, transport) as client:
-        risk = read_node(client, node, Query(node_label=node_label), assumptions)
+        risk = read_node(client, node, Query(node_label=node_label, at=at), assumptions)
     inputs = {k: v for k, v in node_inputs(risk).items() if k in wanted}
     if calibration is not None:  # the user chose the calibrated rate over any measured one
         inputs.pop("rate", None)
@@ -118,9 +124,11 @@ def live_inputs(
 
 
 def from_prometheus(
-    given: Given, url: str | None, node: str | None, node_label: str, transport: Transport
+    given: Given, url: str | None, node: str | None, node_label: str, transport: Transport, at: float | None = None
 ) -> tuple[Scenario, dict[str, tuple[str, str]]]:
     """A live node's series under what the user gave: every input they give, unless the user gave it.
+
+    ``at``: the node as its series were at that time (``ctsim backtest``'s start); None: now.
 
     Returns the scenario and each live input: field -> (the flag's value a user would type, its series).
     """
@@ -128,7 +136,7 @@ def from_prometheus(
 
     wanted = {k for k in _COUNTS.keys() | {"max_entries", "ipv6_max_entries", "rate", "deadline"}}
     wanted = {k for k in wanted if getattr(given, k) is None}
-    used = live_inputs(wanted, url, node, node_label, transport, given.profile, given.calibration)
+    used = live_inputs(wanted, url, node, node_label, transport, given.profile, given.calibration, at)
     scenario = resolve(with_live(given, used, node or ""))
     taken = ", ".join(sorted(_ORIGIN_OF.get(f, f) for f in used)) or "nothing"
     note = (
