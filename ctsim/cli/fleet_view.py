@@ -76,6 +76,11 @@ class Column(NamedTuple):
     table: str = "both"  # "narrow" (the default table, fit for 120 columns), "wide" (--wide) or both
 
 
+def _ct_clean(r: NodeRisk, key: str) -> float | None:
+    """A figure of the node's CT-clean waits (``fleet.series.CTCleanWaits``); None where Cilium gave none."""
+    return None if r.observed_ct_clean is None else r.observed_ct_clean.to_dict()[key]
+
+
 def _sim(key: str) -> Callable[[int, NodeRisk], Any]:
     return lambda i, r: getattr(r.simulated, key) if r.simulated is not None else None
 
@@ -167,7 +172,8 @@ COLUMNS: tuple[Column, ...] = (
         table="wide",
     ),
     Column("observed_gc_seconds_ipv4", lambda i, r: r.observed_gc_seconds.get("ipv4")),
-    Column("observed_ct_clean_seconds", lambda i, r: r.observed_ct_clean_seconds),
+    Column("observed_ct_clean_long_waits", lambda i, r: _ct_clean(r, "waits_over_split")),
+    Column("observed_ct_clean_long_mean_s_at_most", lambda i, r: _ct_clean(r, "mean_over_split_s_at_most")),
     Column("simulated_verdict", _sim("verdict"), "simulated", lambda i, r: _verdict(r), simulated=True),
     Column(
         "simulated_recovered_at_s",

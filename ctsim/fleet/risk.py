@@ -27,7 +27,7 @@ from ctsim.core.projection import (
     scrub_seconds,
     seconds_until,
 )
-from ctsim.fleet.series import NodeFacts
+from ctsim.fleet.series import CTCleanWaits, NodeFacts
 
 DEFAULT_BURST = 10  # ctwatch's --burst default: the burst a node without ctwatch is projected for
 DISAGREE = 2.0  # observed and projected differ by more than this factor: flagged
@@ -110,7 +110,7 @@ class NodeRisk:
     gc_interval: float | None = None
     gc_interval_source: str = ""
     observed_gc_seconds: dict[str, float] = field(default_factory=dict)
-    observed_ct_clean_seconds: float | None = None
+    observed_ct_clean: CTCleanWaits | None = None
     ctwatch_level: Level | None = None
     flags: list[str] = field(default_factory=list)
     unknown: list[str] = field(default_factory=list)  # why a figure is missing
@@ -127,6 +127,7 @@ class NodeRisk:
         d["maps"] = {name: asdict(m) for name, m in self.maps.items()}
         d["walk_rate"] = {family: asdict(w) for family, w in self.walk_rate.items()}
         d["simulated"] = self.simulated.to_dict() if self.simulated is not None else None
+        d["observed_ct_clean"] = self.observed_ct_clean.to_dict() if self.observed_ct_clean is not None else None
         return d
 
 
@@ -211,7 +212,7 @@ def assess(facts: NodeFacts, a: Assumptions) -> NodeRisk:
         gc_interval=facts.gc_interval,
         gc_interval_source=facts.gc_interval_series,
         observed_gc_seconds=dict(facts.observed_gc),
-        observed_ct_clean_seconds=facts.observed_ct_clean,
+        observed_ct_clean=facts.observed_ct_clean,
         ctwatch_level=Level.of_rank(facts.ctwatch_level) if facts.ctwatch_level is not None else None,
     )
     if facts.down:
@@ -263,11 +264,13 @@ def _compare(risk: NodeRisk) -> None:
                 f"{family}: Cilium's GC passes took {seen:.3g}s on average, the projected walk {projected:.3g}s "
                 f"({seen / projected:.2g}x): check the walk rate"
             )
-    seen = risk.observed_ct_clean_seconds
-    if seen is not None and risk.scrub_seconds and seen < risk.scrub_seconds / DISAGREE:
+    waits = risk.observed_ct_clean
+    high = waits.long_mean_high if waits is not None else None
+    if waits is not None and high is not None and risk.scrub_seconds and high < risk.scrub_seconds / DISAGREE:
         risk.flags.append(
-            f"endpoints waited {seen:.3g}s for CT clean on average, under half the projected scrub "
-            f"{risk.scrub_seconds:.3g}s: check the walk rate and the counts"
+            f"the {waits.long_waits:.0f} endpoint builds that waited over {waits.split_at:g}s for CT clean waited "
+            f"at most {high:.3g}s on average, under half the projected scrub {risk.scrub_seconds:.3g}s: check the "
+            "walk rate and the counts (a create that timed out records no wait)"
         )
     ours = risk.pods_source == "ctwatch_burst_pods" and risk.deadline_source == "ctwatch_deadline_seconds"
     if ours and risk.ctwatch_level is not None and risk.ctwatch_level != risk.level:

@@ -43,6 +43,57 @@ class MapFacts:
     at_last_pass: bool = False  # the count is GC's, at the end of the last completed pass (no pressure series)
 
 
+# A wait for CT clean longer than this is a first build's, behind a scrub: after an endpoint's first
+# regeneration its ctCleaned channel is closed and every later one records microseconds (pkg/endpoint/bpf.go).
+LONG_WAIT = 1.0
+
+
+@dataclass(frozen=True)
+class CTCleanWaits:
+    """waitingForCTClean over the window, split at the largest bucket bound up to ``LONG_WAIT``: the
+    regenerations, those that waited longer (first builds behind a scrub), and bounds on their mean
+    (the histogram holds no wait's exact length; the short waits' sum lies between their buckets' bounds)."""
+
+    regenerations: float
+    long_waits: float
+    split_at: float
+    long_mean_low: float | None
+    long_mean_high: float | None
+
+    def to_dict(self) -> dict[str, float | None]:
+        return {
+            "regenerations": self.regenerations,
+            "waits_over_split": self.long_waits,
+            "split_s": self.split_at,
+            "share_over_split": self.long_waits / self.regenerations if self.regenerations else None,
+            "mean_over_split_s_at_least": self.long_mean_low,
+            "mean_over_split_s_at_most": self.long_mean_high,
+        }
+
+
+def ct_clean_waits(buckets: dict[float, float], total: float) -> CTCleanWaits | None:
+    """From cumulative bucket counts (upper bound -> count) and the waits' sum; None without a bucket to
+    split at (a bound from 0 to ``LONG_WAIT``) or without any regeneration."""
+    n = buckets.get(float("inf"))
+    bounds = sorted(b for b in buckets if 0 < b <= LONG_WAIT)
+    if not n or not bounds:
+        return None
+    split = bounds[-1]
+    short_low = short_high = 0.0
+    below, count_below = 0.0, 0.0
+    for b in bounds:
+        in_bucket = max(0.0, buckets[b] - count_below)
+        short_low += in_bucket * below
+        short_high += in_bucket * b
+        below, count_below = b, buckets[b]
+    long = max(0.0, n - buckets[split])
+    if not long:
+        return CTCleanWaits(n, 0.0, split, None, None)
+    low = max(split, (total - short_high) / long)
+    high = max(low, (total - short_low) / long)
+    return CTCleanWaits(n, long, split, low, high)
+
+
 @dataclass
 class NodeFacts:
     node: str
@@ -54,7 +105,7 @@ class NodeFacts:
     gc_interval: float | None = None
     gc_interval_series: str = ""
     observed_gc: dict[str, float] = field(default_factory=dict)  # family -> mean completed GC pass, both maps
-    observed_ct_clean: float | None = None  # mean waitingForCTClean of an endpoint regeneration
+    observed_ct_clean: CTCleanWaits | None = None  # waitingForCTClean's histogram over the observed window
     sources: set[str] = field(default_factory=set)  # "ctwatch", "cilium"
     down: list[str] = field(default_factory=list)  # ctwatch sources that did not answer
     implausible: list[str] = field(default_factory=list)  # series out of the bounds of the flag they stand for
@@ -114,7 +165,7 @@ def queries(q: Query) -> dict[str, str]:
     gc_count = q.of("cilium_datapath_conntrack_gc_duration_seconds_count", 'status="completed"')
     clean = 'scope="waitingForCTClean"'
     clean_sum = q.of("cilium_endpoint_regeneration_time_stats_seconds_sum", clean)
-    clean_count = q.of("cilium_endpoint_regeneration_time_stats_seconds_count", clean)
+    clean_bucket = q.of("cilium_endpoint_regeneration_time_stats_seconds_bucket", clean)
     w = OBSERVED_WINDOW
     by_proto = q.by("family", "protocol")
     return {
@@ -133,7 +184,8 @@ def queries(q: Query) -> dict[str, str]:
         "pressure_growth": f"deriv({pressure}[{q.window}])",
         "gc_interval": q.of("cilium_datapath_conntrack_gc_interval_seconds"),
         "gc_duration": (f"sum {by_proto} (increase({gc_sum}[{w}])) / sum {by_proto} (increase({gc_count}[{w}])) > 0"),
-        "ct_clean": f"sum {q.by()} (increase({clean_sum}[{w}])) / sum {q.by()} (increase({clean_count}[{w}])) > 0",
+        "ct_clean_sum": f"sum {q.by()} (increase({clean_sum}[{w}]))",
+        "ct_clean_buckets": f"sum {q.by('le')} (increase({clean_bucket}[{w}]))",
     }
 
 
@@ -312,6 +364,15 @@ def _cilium(each: Each) -> None:
         family = s.labels.get("family", "")
         if family in CT_MAPS and _finite(s.value):
             facts.observed_gc[family] = facts.observed_gc.get(family, 0.0) + s.value
-    for facts, s in each("ct_clean"):
-        if _finite(s.value):
-            facts.observed_ct_clean = s.value
+    sums = {facts.node: s.value for facts, s in each("ct_clean_sum") if _finite(s.value)}
+    buckets: dict[str, tuple[NodeFacts, dict[float, float]]] = {}
+    for facts, s in each("ct_clean_buckets"):
+        try:
+            le = float(s.labels.get("le", ""))
+        except ValueError:
+            continue
+        if _finite(s.value) and le == le:
+            buckets.setdefault(facts.node, (facts, {}))[1][le] = s.value
+    for node, (facts, by_le) in buckets.items():
+        if node in sums:
+            facts.observed_ct_clean = ct_clean_waits(by_le, sums[node])

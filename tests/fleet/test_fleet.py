@@ -25,7 +25,7 @@ import pytest
 from ctsim.core.defaults import CT_MAPS, DEFAULT_REGENERATION
 from ctsim.core.projection import FamilyWalk, burst_seconds, level_of, safe_burst
 from ctsim.core.sizing import ct_map_sizes
-from tests.fleet.fleet_pages import Node, fleet, render, sd_targets
+from tests.fleet.fleet_pages import POST_FIRST, REGENERATION_BUCKETS, Node, fleet, render, sd_targets
 from tests.support.prometheus import pages, prometheus, wait_for
 
 N = 240
@@ -83,7 +83,7 @@ def test_every_node_once_ranked_worst_first_with_figures_from_the_projection(liv
         assert set(r["sources"]) <= seen and (r["sources"] or not seen), (r["node"], r["sources"])
         if node.ctwatch and node.cilium and "bpf" not in node.down:
             assert r["sources"] == ["cilium", "ctwatch"]
-    assert len(doc["sources"]["queries"]) == 16  # one query per metric, whatever the fleet's size
+    assert len(doc["sources"]["queries"]) == 17  # one query per metric, whatever the fleet's size
     ratios = [r["deadline_ratio"] for r in rows if r["deadline_ratio"] is not None]
     assert ratios == sorted(ratios, reverse=True)
     known = [r for r in rows if r["deadline_ratio"] is not None]
@@ -210,7 +210,22 @@ def test_a_projection_the_agent_disagrees_with_is_flagged(live: tuple[str, dict[
         assert r["observed_gc_seconds"]["ipv4"] == pytest.approx(node.gc_mean["ipv4"], rel=1e-6)
         off = node.gc_mean["ipv4"] / r["walk_seconds"]["ipv4"]
         assert any("GC passes took" in f for f in r["flags"]) == (not 0.5 <= off <= 2), (name, off, r["flags"])
-        assert r["observed_ct_clean_seconds"] == pytest.approx(node.ct_clean_mean, rel=1e-6)
+        # The mean over every regeneration would be ~1/21 of a first build's wait; the buckets keep them apart.
+        waits = r["observed_ct_clean"]
+        first_builds = waits["regenerations"] / (POST_FIRST + 1)
+        assert waits["regenerations"] == pytest.approx(first_builds * (POST_FIRST + 1), rel=1e-9)
+        if node.ct_clean_mean > 1.0:
+            assert waits["waits_over_split"] == pytest.approx(first_builds, rel=1e-6)
+            low, high = waits["mean_over_split_s_at_least"], waits["mean_over_split_s_at_most"]
+            # The short waits' sum is known to within their bucket (0, 5 ms]: that, per first build, is the spread.
+            assert low - 1e-6 <= node.ct_clean_mean <= high + 1e-6, (name, waits)
+            assert high - low <= POST_FIRST * REGENERATION_BUCKETS[0] + 1e-6, (name, waits)
+            flagged = any("waited over 1s for CT clean" in f for f in r["flags"])
+            assert flagged == (high < r["scrub_seconds"] / 2), (name, waits, r["scrub_seconds"])
+            assert flagged == (int(name.split("-")[1]) % 24 == 9)
+        else:  # a wait under the split: no first build is told from the rest, and nothing is flagged
+            assert waits["waits_over_split"] == 0 and waits["mean_over_split_s_at_most"] is None
+            assert not any("CT clean" in f for f in r["flags"])
 
 
 def test_selector_pods_and_fail_on(live: tuple[str, dict[str, Node]]) -> None:
