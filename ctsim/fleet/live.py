@@ -45,8 +45,6 @@ def node_inputs(risk: NodeRisk) -> Live:
         if name in risk.maps:
             m = risk.maps[name]
             out[flag] = (m.entries, m.entries_source)
-    if "ipv6_any_entries" in out and "ipv6_entries" not in out:
-        out["ipv6_entries"] = (0, "no cilium_ct6_global series: taken as empty")
     tcp = risk.maps.get(CT_MAPS["ipv4"][0])
     if tcp is not None and tcp.max_entries:
         out["max_entries"] = (tcp.max_entries, tcp.capacity_source)
@@ -60,6 +58,16 @@ def node_inputs(risk: NodeRisk) -> Live:
     if risk.deadline_source == "ctwatch_deadline_seconds":
         out["deadline"] = (float(risk.deadline), risk.deadline_source)
     return out
+
+
+def uncounted(risk: NodeRisk) -> list[str]:
+    """A dual-stack node's IPv6 TCP map that no series counts, though its non-TCP map is counted.
+
+    Cilium's pressure is absent while it is 0 and, for good, where its controller stopped (no batch
+    lookups): absent is not empty, so a run needs the count given (``--ipv6-entries``), never 0.
+    """
+    tcp, any_ = CT_MAPS["ipv6"]
+    return [tcp] if any_ in risk.maps and tcp not in risk.maps else []
 
 
 def shown(field: str, value: float | int) -> str:
@@ -137,6 +145,12 @@ def from_prometheus(
     wanted = {k for k in _COUNTS.keys() | {"max_entries", "ipv6_max_entries", "rate", "deadline"}}
     wanted = {k for k in wanted if getattr(given, k) is None}
     used = live_inputs(wanted, url, node, node_label, transport, given.profile, given.calibration, at)
+    if "ipv6_any_entries" in used and "ipv6_entries" not in used and given.ipv6_entries is None:
+        tcp, any_ = CT_MAPS["ipv6"]
+        raise InputError(
+            f"--from-prometheus: {node}'s {any_} is counted but no series counts {tcp} (Cilium's pressure is "
+            "absent while 0, and for good where its controller stopped): give --ipv6-entries"
+        )
     scenario = resolve(with_live(given, used, node or ""))
     taken = ", ".join(sorted(_ORIGIN_OF.get(f, f) for f in used)) or "nothing"
     note = (

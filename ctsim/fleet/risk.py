@@ -131,6 +131,13 @@ class NodeRisk:
         return d
 
 
+# Why a Cilium node has no GC interval: the gauge is not there, which is not an interval of 0.
+NO_GC_INTERVAL = (
+    "no series: cilium_datapath_conntrack_gc_interval_seconds is exported from 1.18 on, and never while "
+    "--conntrack-gc-interval is fixed (GetInterval returns before it sets the gauge)"
+)
+
+
 def _capacity(facts: NodeFacts, name: str, a: Assumptions) -> tuple[int | None, str]:
     m = facts.maps[name]
     if m.max_entries is not None:
@@ -177,6 +184,12 @@ def _maps(facts: NodeFacts, a: Assumptions, risk: NodeRisk) -> dict[str, tuple[t
             f"Cilium reports the pressure of {', '.join(unsized)} but no series gives "
             f"{'its' if len(unsized) == 1 else 'their'} capacity (run ctwatch, or give --max-entries or --node-memory)"
         )
+    for family, (tcp, any_) in CT_MAPS.items():
+        if any_ in risk.maps and tcp not in risk.maps and tcp not in unsized:
+            risk.flags.append(
+                f"{family}: no series counts {tcp} ({any_} is counted): Cilium's pressure is absent while 0, and for "
+                f"good where its controller stopped, so the {family} walk here counts {any_} alone"
+            )
     risk.growth_per_hour = growth * 3600 if grew else None
     stale = [name for name, m in facts.maps.items() if m.at_last_pass and name in risk.maps]
     if stale:
@@ -210,7 +223,7 @@ def assess(facts: NodeFacts, a: Assumptions) -> NodeRisk:
         deadline=deadline,
         deadline_source=deadline_source,
         gc_interval=facts.gc_interval,
-        gc_interval_source=facts.gc_interval_series,
+        gc_interval_source=facts.gc_interval_series or (NO_GC_INTERVAL if "cilium" in facts.sources else ""),
         observed_gc_seconds=dict(facts.observed_gc),
         observed_ct_clean=facts.observed_ct_clean,
         ctwatch_level=Level.of_rank(facts.ctwatch_level) if facts.ctwatch_level is not None else None,

@@ -14,7 +14,7 @@ from typing import Any
 from ctsim.capacity.pool import run_all
 from ctsim.capacity.replications import seeds, summary
 from ctsim.capacity.sweep import Point, command, run_point
-from ctsim.fleet.live import node_inputs, shown
+from ctsim.fleet.live import node_inputs, shown, uncounted
 from ctsim.fleet.risk import NodeRisk, Simulated
 from ctsim.inputs.given import Given
 
@@ -40,7 +40,17 @@ def simulate(
     seed: int = 1,
 ) -> list[NodeRisk]:
     """Runs the model on the first ``k`` projected rows (rows are ranked); sets each one's ``simulated``."""
-    chosen = [r for r in rows if r.known][:k]
+    chosen = []
+    for r in rows:
+        if len(chosen) == k:
+            break
+        if not r.known:
+            continue
+        missing = uncounted(r)
+        if missing:  # a run would need a count no series gives: the row says so rather than model it as 0
+            r.flags.append(f"not simulated: no series counts {', '.join(missing)} (give --ipv6-entries to run it)")
+            continue
+        chosen.append(r)
     nodes = [node_point(r, replace(base, seed=seed), {**base_flags, "seed": seed}) for r in chosen]
     drawn = seeds(seed, replications) if replications > 1 else [seed]
     points = [Point(replace(p.given, seed=s), {**p.flags, "seed": s}) for p in nodes for s in drawn]

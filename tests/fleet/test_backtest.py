@@ -136,6 +136,10 @@ def past(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Past]:
                  for t in (start - 60 + k * STEP for k in range(int((end - start + 60) / STEP) + 1))]  # fmt: skip
     series.append(("kubelet_run_podsandbox_errors_total", {"node": "node-b", "runtime_handler": ""}, restarted))
     series += _pod_series("node-c", "elsewhere", start + 10, start + 12, end)  # another node's pod
+    # node-d: dual stack, but nothing counts its IPv6 TCP map (Cilium's pressure is absent while 0).
+    series += _node_series("node-d", small, start, end)
+    any6 = {"node": "node-d", "source": "cilium_metrics", "family": "ipv6", "map": "cilium_ct_any6_global"}
+    series.append(("ctwatch_entries", any6, [(t, 5000.0) for t in (start + k * STEP for k in range(9))]))
     tmp = tmp_path_factory.mktemp("backtest")
     data = backfill(tmp, openmetrics(series))
     with prometheus(tmp / "server", tsdb=data) as url:
@@ -235,3 +239,16 @@ def test_the_rfc3339_window_is_the_unix_one(past: Past, tmp_path: Path) -> None:
     )  # fmt: skip
     assert a.returncode == b.returncode == 0, b.stderr
     assert json.loads(a.stdout) == json.loads(b.stdout)
+
+
+def test_an_uncounted_ipv6_tcp_map_is_asked_for_not_run_as_empty(past: Past) -> None:
+    args = ["run", "--from-prometheus", past.url, "--node", "node-d", "--json"]
+    out = subprocess.run([sys.executable, "-m", "ctsim", *args], capture_output=True, text=True, check=False)
+    assert out.returncode == 2 and "give --ipv6-entries" in out.stderr, out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+    given = subprocess.run(
+        [sys.executable, "-m", "ctsim", *args, "--ipv6-entries", "20000"], capture_output=True, text=True, check=False
+    )
+    assert given.returncode == 0, given.stderr
+    doc = json.loads(given.stdout)["inputs"]
+    assert doc["ipv6_entries"] == 20000 and doc["ipv6_any_entries"] == 5000

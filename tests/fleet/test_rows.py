@@ -196,3 +196,29 @@ def test_the_table_fits_120_columns_and_its_notes_are_whole_lines() -> None:
     render(rows, read, "http://prometheus:9090", wide=True, console=wide)
     every = wide.export_text()
     assert all(h in every for h in ("walk s", "growth/h", "GC interval", "rate from", "4,000,000"))
+
+
+def _dual_stack_without_ct6(name: str = "v6") -> NodeFacts:
+    """Cilium with pressure for three CT maps: ct6_global's is absent (0, or a stopped controller)."""
+    facts = NodeFacts(name, sources={"cilium"})
+    for m, p in (("cilium_ct4_global", 0.5), ("cilium_ct_any4_global", 0.1), ("cilium_ct_any6_global", 0.2)):
+        facts.maps[m] = MapFacts(pressure=p, entries_series=f"cilium_bpf_map_pressure of {m}", max_entries=1 << 20)
+    return facts
+
+
+def test_an_absent_ct6_count_is_said_and_never_run_as_zero() -> None:
+    risk = assess(_dual_stack_without_ct6(), CILIUM_116)
+    assert risk.known and "cilium_ct6_global" not in risk.maps
+    assert any("no series counts cilium_ct6_global" in f for f in risk.flags), risk.flags
+    live = node_inputs(risk)
+    assert "ipv6_any_entries" in live and "ipv6_entries" not in live  # not (0, "taken as empty")
+    from ctsim.fleet.simulate import simulate
+
+    assert simulate([risk], 1, Given(), {}) == []  # not run with a 0 it was never told
+    assert any(f.startswith("not simulated: no series counts cilium_ct6_global") for f in risk.flags)
+
+
+def test_an_absent_gc_interval_says_why_and_is_no_interval() -> None:
+    risk = assess(_dual_stack_without_ct6(), CILIUM_116)
+    assert risk.gc_interval is None and "--conntrack-gc-interval is fixed" in risk.gc_interval_source
+    assert assess(ctwatch_node(), CILIUM_116).gc_interval_source == ""  # no Cilium series: nothing to explain
