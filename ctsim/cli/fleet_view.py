@@ -76,6 +76,14 @@ class Column(NamedTuple):
     table: str = "both"  # "narrow" (the default table, fit for 120 columns), "wide" (--wide) or both
 
 
+def _limiter(r: NodeRisk) -> str:
+    """endpoint-create's limiter as the agent last set it: parallel requests, and the mean create."""
+    parallel, mean = r.limiter.get("parallel_requests"), r.limiter.get("mean_processing_s")
+    if parallel is None and mean is None:
+        return "—"
+    return f"{_dash(parallel, '{:.0f}'.format)} at once, {_dash(mean, '{:.1f}s'.format)} mean"
+
+
 def _ct_clean(r: NodeRisk, key: str) -> float | None:
     """A figure of the node's CT-clean waits (``fleet.series.CTCleanWaits``); None where Cilium gave none."""
     return None if r.observed_ct_clean is None else r.observed_ct_clean.to_dict()[key]
@@ -171,6 +179,21 @@ COLUMNS: tuple[Column, ...] = (
         lambda i, r: "; ".join(sorted({v.short for v in r.walk_rate.values()})) or "—",
         table="wide",
     ),
+    Column(
+        "regeneration_seconds",
+        lambda i, r: r.regeneration,
+        "regen s",
+        lambda i, r: f"{r.regeneration:.1f}" + ("" if r.regeneration_source.startswith("cilium_") else " (default)"),
+        table="wide",
+    ),
+    Column(
+        "limiter_parallel_requests",
+        lambda i, r: r.limiter.get("parallel_requests"),
+        "create limiter",
+        lambda i, r: _limiter(r),
+        table="wide",
+    ),
+    Column("limiter_mean_processing_seconds", lambda i, r: r.limiter.get("mean_processing_s")),
     Column("observed_gc_seconds_ipv4", lambda i, r: r.observed_gc_seconds.get("ipv4")),
     Column("observed_ct_clean_long_waits", lambda i, r: _ct_clean(r, "waits_over_split")),
     Column("observed_ct_clean_long_mean_s_at_most", lambda i, r: _ct_clean(r, "mean_over_split_s_at_most")),

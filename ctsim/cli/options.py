@@ -200,6 +200,17 @@ SCENARIO_FLAGS: dict[str, tuple[Any, Any]] = {
         ],
         None,
     ),
+    "create_mean_processing": (
+        Annotated[
+            Str,
+            _opt(
+                "endpoint-create's mean processing time at t=0, where AutoAdjust has a warm agent's limiter (Cilium's "
+                'cilium_api_limiter_processing_duration_seconds{value="mean"}; default: derived from the table).',
+                "DURATION",
+            ),
+        ],
+        None,
+    ),
     "cores": (Annotated[Str, _opt(f"Node cores: build permits ({_preset('cores')}).", "COUNT")], None),
     "node_memory": _GROUPED["node_memory"],
     "map_ratio": _GROUPED["map_ratio"],

@@ -14,8 +14,8 @@ from ctsim.core.defaults import CT_MAPS
 from ctsim.core.errors import InputError, shorten
 from ctsim.fleet.prometheus import Client, Transport
 from ctsim.fleet.risk import Assumptions, NodeRisk, assess
-from ctsim.fleet.series import Query, read_fleet
-from ctsim.inputs.given import Given
+from ctsim.fleet.series import MEAN_PROCESSING_SERIES, REGENERATION_SERIES, Query, read_fleet
+from ctsim.inputs.given import AgentState, Given
 from ctsim.inputs.scenario import Scenario
 
 # Given's field -> (family, map index) of the count it takes
@@ -33,6 +33,8 @@ _ORIGIN_OF = {
     "max_entries": "capacity",
     "rate": "walk_rate",
     "deadline": "deadline",
+    "regeneration": "regeneration",
+    "create_mean_processing": "limiter",
 }
 Live = dict[str, tuple[float | int, str]]  # Given's field -> (the value a series gives, that series)
 
@@ -57,6 +59,12 @@ def node_inputs(risk: NodeRisk) -> Live:
         out["rate"] = (float(round(rate.entries_per_second)), rate.source)
     if risk.deadline_source == "ctwatch_deadline_seconds":
         out["deadline"] = (float(risk.deadline), risk.deadline_source)
+    if risk.regeneration_source == REGENERATION_SERIES:
+        # --regeneration-time takes milliseconds at most: a measured time is modelled as the flag would model it
+        out["regeneration"] = (round(risk.regeneration, 3), risk.regeneration_source)
+    mean = risk.limiter.get("mean_processing_s")
+    if mean is not None and mean > 0:  # 0: no create processed since the agent started (a fresh limiter)
+        out["create_mean_processing"] = (round(mean, 3), MEAN_PROCESSING_SERIES)
     return out
 
 
@@ -74,6 +82,8 @@ def shown(field: str, value: float | int) -> str:
     """A live value as the flag a user would type for it (a row's ``ctsim run`` line, plan's ``live``)."""
     if field == "deadline":
         return f"{value:g}s"
+    if field in ("regeneration", "create_mean_processing"):  # milliseconds, as node_inputs rounds them
+        return f"{value:.3f}".rstrip("0").rstrip(".") + "s"
     return str(int(value))
 
 
@@ -142,7 +152,9 @@ def from_prometheus(
     """
     from ctsim.inputs.scenario import resolve
 
-    wanted = {k for k in _COUNTS.keys() | {"max_entries", "ipv6_max_entries", "rate", "deadline"}}
+    wanted = _COUNTS.keys() | {"max_entries", "ipv6_max_entries", "rate", "deadline", "regeneration"}
+    if given.agent_state is AgentState.WARM:  # a fresh agent's limiter starts at its defaults, whatever it was
+        wanted |= {"create_mean_processing"}
     wanted = {k for k in wanted if getattr(given, k) is None}
     used = live_inputs(wanted, url, node, node_label, transport, given.profile, given.calibration, at)
     if "ipv6_any_entries" in used and "ipv6_entries" not in used and given.ipv6_entries is None:

@@ -27,7 +27,7 @@ from ctsim.core.projection import (
     scrub_seconds,
     seconds_until,
 )
-from ctsim.fleet.series import CTCleanWaits, NodeFacts
+from ctsim.fleet.series import REGENERATION_SERIES, CTCleanWaits, NodeFacts
 
 DEFAULT_BURST = 10  # ctwatch's --burst default: the burst a node without ctwatch is projected for
 DISAGREE = 2.0  # observed and projected differ by more than this factor: flagged
@@ -98,6 +98,9 @@ class NodeRisk:
     pods_source: str
     deadline: float
     deadline_source: str
+    regeneration: float = DEFAULT_REGENERATION  # seconds after a scrub until the endpoint is up
+    regeneration_source: str = "default: the model's assumption"
+    limiter: dict[str, float] = field(default_factory=dict)  # endpoint-create's, as the agent last set it
     maps: dict[str, MapFigures] = field(default_factory=dict)  # by pinned name
     walk_rate: dict[str, FamilyRate] = field(default_factory=dict)  # by family
     walk_seconds: dict[str, float] = field(default_factory=dict)  # family -> TCP + non-TCP walk
@@ -214,6 +217,11 @@ def assess(facts: NodeFacts, a: Assumptions) -> NodeRisk:
         if facts.deadline is not None
         else (CLIENT_TIMEOUT, "default: cilium-cni's ClientTimeout")
     )
+    regeneration, regeneration_source = (
+        (facts.regeneration, REGENERATION_SERIES)
+        if facts.regeneration is not None
+        else (a.regeneration, "default: the model's assumption")
+    )
     risk = NodeRisk(
         node=facts.node,
         level=Level.UNKNOWN,
@@ -222,6 +230,9 @@ def assess(facts: NodeFacts, a: Assumptions) -> NodeRisk:
         pods_source=pods_source,
         deadline=deadline,
         deadline_source=deadline_source,
+        regeneration=regeneration,
+        regeneration_source=regeneration_source,
+        limiter=dict(facts.limiter),
         gc_interval=facts.gc_interval,
         gc_interval_source=facts.gc_interval_series or (NO_GC_INTERVAL if "cilium" in facts.sources else ""),
         observed_gc_seconds=dict(facts.observed_gc),
@@ -254,7 +265,7 @@ def assess(facts: NodeFacts, a: Assumptions) -> NodeRisk:
         walks.append(walk)
         risk.walk_rate[family] = FamilyRate(rate, source, short)
         risk.walk_seconds[family] = walk.seconds
-    overhead = a.regeneration
+    overhead = risk.regeneration
     risk.scrub_seconds = scrub_seconds(walks)
     risk.burst_seconds = burst_seconds(walks, pods) + overhead
     risk.deadline_ratio = risk.burst_seconds / deadline

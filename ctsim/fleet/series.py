@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from ctsim.core.defaults import CILIUM_PRESSURE_MAPS, CT_MAPS, FAMILY_OF_MAP, LIMIT_TABLE_MAX, MAX_GC_INTERVAL
 from ctsim.core.errors import InputError
 from ctsim.fleet.prometheus import Client, Sample
-from ctsim.inputs.given import MAX_DEADLINE, MAX_PODS, MAX_WALK_RATE
+from ctsim.inputs.given import MAX_DEADLINE, MAX_PODS, MAX_REGENERATION, MAX_WALK_RATE
 
 OBSERVED_WINDOW = "1d"  # how far back Cilium's own durations are averaged: GC passes can be 12h apart
 DEFAULT_NODE_LABEL = "node,instance"
@@ -106,6 +106,8 @@ class NodeFacts:
     gc_interval_series: str = ""
     observed_gc: dict[str, float] = field(default_factory=dict)  # family -> mean completed GC pass, both maps
     observed_ct_clean: CTCleanWaits | None = None  # waitingForCTClean's histogram over the observed window
+    regeneration: float | None = None  # mean regeneration time less its CT-clean wait, over the observed window
+    limiter: dict[str, float] = field(default_factory=dict)  # endpoint-create's limiter now: LIMITER's keys
     sources: set[str] = field(default_factory=set)  # "ctwatch", "cilium"
     down: list[str] = field(default_factory=list)  # ctwatch sources that did not answer
     implausible: list[str] = field(default_factory=list)  # series out of the bounds of the flag they stand for
@@ -157,6 +159,19 @@ _CT_CAPACITY = 'map_group=~"' + "|".join(FAMILY_OF_MAP) + '"'
 _GC_MAP = {(family, proto): names[i] for family, names in CT_MAPS.items() for i, proto in enumerate(("TCP", "non-TCP"))}
 
 
+# endpoint-create's limiter as the agent last set it (pkg/rate/metrics): (metric, value label) -> key
+LIMITER = {
+    ("cilium_api_limiter_processing_duration_seconds", "mean"): "mean_processing_s",
+    ("cilium_api_limiter_processing_duration_seconds", "estimated"): "estimated_processing_s",
+    ("cilium_api_limiter_requests_in_flight", "limit"): "parallel_requests",
+    ("cilium_api_limiter_requests_in_flight", "in-flight"): "in_flight",
+    ("cilium_api_limiter_rate_limit", "limit"): "rate_limit",
+    ("cilium_api_limiter_rate_limit", "burst"): "rate_burst",
+    ("cilium_api_limiter_adjustment_factor", ""): "adjustment_factor",
+}
+MEAN_PROCESSING_SERIES = 'cilium_api_limiter_processing_duration_seconds{api_call="endpoint-create",value="mean"}'
+
+
 def queries(q: Query) -> dict[str, str]:
     """Every query of one fleet read, by what it answers; the count does not depend on the fleet's size."""
     entries = q.of("ctwatch_entries", 'source!="nf_conntrack"')
@@ -166,6 +181,10 @@ def queries(q: Query) -> dict[str, str]:
     clean = 'scope="waitingForCTClean"'
     clean_sum = q.of("cilium_endpoint_regeneration_time_stats_seconds_sum", clean)
     clean_bucket = q.of("cilium_endpoint_regeneration_time_stats_seconds_bucket", clean)
+    total_sum = q.of("cilium_endpoint_regeneration_time_stats_seconds_sum", 'scope="total"')
+    total_count = q.of("cilium_endpoint_regeneration_time_stats_seconds_count", 'scope="total"')
+    names = "|".join(sorted({metric.removeprefix("cilium_api_limiter_") for metric, _ in LIMITER}))
+    limiter = q.of("", f'__name__=~"cilium_api_limiter_({names})"', 'api_call="endpoint-create"')
     w = OBSERVED_WINDOW
     by_proto = q.by("family", "protocol")
     return {
@@ -186,6 +205,13 @@ def queries(q: Query) -> dict[str, str]:
         "gc_duration": (f"sum {by_proto} (increase({gc_sum}[{w}])) / sum {by_proto} (increase({gc_count}[{w}])) > 0"),
         "ct_clean_sum": f"sum {q.by()} (increase({clean_sum}[{w}]))",
         "ct_clean_buckets": f"sum {q.by('le')} (increase({clean_bucket}[{w}]))",
+        # Each regeneration's time apart from its wait for CT clean (the model's regeneration): both sums
+        # over the count; absent where either scope is (an unknown wait is not subtracted as 0).
+        "regeneration": (
+            f"(sum {q.by()} (increase({total_sum}[{w}])) - sum {q.by()} (increase({clean_sum}[{w}]))) "
+            f"/ sum {q.by()} (increase({total_count}[{w}])) >= 0"
+        ),
+        "limiter": limiter,
     }
 
 
@@ -254,7 +280,13 @@ BOUNDS: dict[str, tuple[float, float, str]] = {
     "deadline": (1.0, MAX_DEADLINE, f"--deadline's bounds, 1 s to {MAX_DEADLINE:g} s"),
     "burst": (1.0, MAX_PODS, f"--pods' bounds, 1 to {MAX_PODS:,}"),
     "gc_interval": (1.0, MAX_GC_INTERVAL, "a GC interval of 1 s to 400 d"),
+    "regeneration": (0.0, MAX_REGENERATION, f"--regeneration-time's bounds, 0 to {MAX_REGENERATION:g} s"),
+    "limiter": (0.0, 1e9, "a limiter's duration, rate, count or factor"),
 }
+REGENERATION_SERIES = (
+    'cilium_endpoint_regeneration_time_stats_seconds{scope="total"} less {scope="waitingForCTClean"}, '
+    f"mean over {OBSERVED_WINDOW}"
+)
 
 
 def _plausible(facts: NodeFacts, kind: str, series: str, value: float) -> bool:
@@ -376,3 +408,13 @@ def _cilium(each: Each) -> None:
     for node, (facts, by_le) in buckets.items():
         if node in sums:
             facts.observed_ct_clean = ct_clean_waits(by_le, sums[node])
+    for facts, s in each("regeneration"):
+        if _plausible(facts, "regeneration", REGENERATION_SERIES, s.value):
+            facts.sources.add("cilium")
+            facts.regeneration = s.value
+    for facts, s in each("limiter"):
+        key = LIMITER.get((s.labels.get("__name__", ""), s.labels.get("value", "")))
+        series = f'{s.labels.get("__name__", "")}{{api_call="endpoint-create",value="{s.labels.get("value", "")}"}}'
+        if key is not None and _plausible(facts, "limiter", series, s.value):
+            facts.sources.add("cilium")
+            facts.limiter[key] = s.value

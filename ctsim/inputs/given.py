@@ -68,6 +68,7 @@ class Given:
     gc_next_pass: float | None = None
     gc_max_interval: float | None = None
     regeneration: float | None = None
+    create_mean_processing: float | None = None  # endpoint-create's meanProcessingDuration at t=0 (a warm agent)
     cores: int | None = None
     node_memory: int | None = None
     map_ratio: float | None = None  # 0: given as 0, dynamic sizing off
@@ -154,6 +155,7 @@ PARSERS: dict[str, Callable[[str], object]] = {
     "deadline": _duration("--deadline", minimum=1.0, maximum=MAX_DEADLINE),
     "horizon": _duration("--horizon", maximum=MAX_HORIZON),
     "regeneration": _duration("--regeneration-time", allow_zero=True, maximum=MAX_REGENERATION),
+    "create_mean_processing": _duration("--create-mean-processing", maximum=MAX_DEADLINE),
     "gc_max_interval": _duration("--gc-max-interval", **_GC),
     "gc_interval": _gc_interval,
     "gc_initial_interval": _duration("--gc-initial-interval", **_GC),

@@ -248,6 +248,10 @@ def resolve(g: Given) -> Scenario:
     if v6_entries is not None:
         walks.append(FamilyWalk("ipv6", (v6_entries, v6_any), walk_rate_s, (v6_tcp_max, v6_any_max), bucket_s))
     mean, origins["limiter"] = _warm_limiter(g.agent_state, walks, regen_s, deadline_s)
+    if g.create_mean_processing is not None:
+        if g.agent_state is AgentState.FRESH:
+            raise InputError("--create-mean-processing: a warm agent's limiter; --agent-state fresh starts at defaults")
+        mean, origins["limiter"] = g.create_mean_processing, said("create_mean_processing")
     return Scenario(
         preset=p.name,
         profile=prof.name,

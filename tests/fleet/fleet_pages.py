@@ -44,6 +44,8 @@ class Node:
     down: tuple[str, ...] = ()  # ctwatch sources that fail
     gc_mean: dict[str, float] = field(default_factory=dict)  # family -> mean completed GC pass (Cilium)
     ct_clean_mean: float | None = None
+    regeneration: float | None = None  # mean regeneration less its CT-clean wait (Cilium's scope="total")
+    limiter_mean: float | None = None  # endpoint-create's meanProcessingDuration (cilium_api_limiter_*)
     gc_interval: float | None = None
     pressure: bool = True  # Cilium exports CT map pressure
     capacity: bool = False  # Cilium exports cilium_bpf_map_capacity (1.15 on)
@@ -127,7 +129,24 @@ class _Cilium(Collector):
             ] + [("+Inf", passes * (POST_FIRST + 1))]
             total = passes * (POST_FIRST * short + wait)
             regen.add_metric(["waitingForCTClean", "success"], cumulative, sum_value=total)
+            if n.regeneration is not None:  # every regeneration's whole time: its wait plus the rest
+                count = passes * (POST_FIRST + 1)
+                regen.add_metric(["total", "success"], [("+Inf", count)], sum_value=total + count * n.regeneration)
             yield regen
+        if n.limiter_mean is not None:  # pkg/rate/metrics: the limiter's state after its last request
+            state = {
+                "processing_duration_seconds": {"mean": n.limiter_mean, "estimated": 2.0},
+                "requests_in_flight": {"limit": 3.0, "in-flight": 1.0},
+                "rate_limit": {"limit": 0.5, "burst": 1.0},
+            }
+            for name, values in state.items():
+                g = GaugeMetricFamily(f"cilium_api_limiter_{name}", name, labels=["api_call", "value"])
+                for value, v in values.items():
+                    g.add_metric(["endpoint-create", value], v)
+                yield g
+            f = GaugeMetricFamily("cilium_api_limiter_adjustment_factor", "factor", labels=["api_call"])
+            f.add_metric(["endpoint-create"], 0.05)
+            yield f
 
 
 # prometheus-client's (and client_golang's) default buckets: Cilium's regeneration histogram sets none.
@@ -157,6 +176,8 @@ def fleet(n: int = 240) -> list[Node]:
             node.gc_mean = {"ipv4": (entries + entries // 4) / node.rate * (10.0 if i % 24 == 0 else 1.0)}
             # Waits of 1.5 scrubs (behind another's), or on every twelfth node a fifth of one (a wrong rate).
             node.ct_clean_mean = (entries + entries // 4) / node.rate * (0.2 if i % 24 == 9 else 1.5)
+            node.regeneration = 1.5 + 0.25 * (i % 5)
+            node.limiter_mean = round((entries + entries // 4) / node.rate + node.regeneration, 3)
         elif kind == 3:  # dual stack, ctwatch only
             node.cilium = False
             node.maps = {**maps, tcp6: (entries // 2, cap), any6: (entries // 8, cap // 2)}

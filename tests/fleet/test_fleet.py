@@ -83,7 +83,7 @@ def test_every_node_once_ranked_worst_first_with_figures_from_the_projection(liv
         assert set(r["sources"]) <= seen and (r["sources"] or not seen), (r["node"], r["sources"])
         if node.ctwatch and node.cilium and "bpf" not in node.down:
             assert r["sources"] == ["cilium", "ctwatch"]
-    assert len(doc["sources"]["queries"]) == 17  # one query per metric, whatever the fleet's size
+    assert len(doc["sources"]["queries"]) == 19  # one query per metric, whatever the fleet's size
     ratios = [r["deadline_ratio"] for r in rows if r["deadline_ratio"] is not None]
     assert ratios == sorted(ratios, reverse=True)
     known = [r for r in rows if r["deadline_ratio"] is not None]
@@ -98,10 +98,13 @@ def test_every_node_once_ranked_worst_first_with_figures_from_the_projection(liv
         for w in walks:
             assert r["walk_seconds"][w.family] == pytest.approx(w.seconds, rel=1e-12)
             assert r["walk_rate"][w.family]["entries_per_second"] == node.rate
-        burst = burst_seconds(walks, node.burst) + DEFAULT_REGENERATION
+        # The node's own regeneration where Cilium measured one (scope="total" less the CT-clean wait).
+        regen = node.regeneration if node.cilium and node.regeneration is not None else DEFAULT_REGENERATION
+        assert r["regeneration"] == pytest.approx(regen, rel=1e-9), r["regeneration_source"]
+        burst = burst_seconds(walks, node.burst) + r["regeneration"]
         assert r["burst_seconds"] == pytest.approx(burst, rel=1e-12)
         assert r["deadline_ratio"] == pytest.approx(burst / node.deadline, rel=1e-12)
-        assert r["safe_burst"] == safe_burst(walks, node.deadline, DEFAULT_REGENERATION)
+        assert r["safe_burst"] == safe_burst(walks, node.deadline, r["regeneration"])
         assert r["level"] == level_of(burst / node.deadline)
         for name, (entries, cap) in node.maps.items():
             assert r["maps"][name]["entries"] == entries and r["maps"][name]["max_entries"] == cap
@@ -274,3 +277,31 @@ def test_simulate_runs_the_model_on_the_riskiest_nodes_with_their_own_facts(live
             [sys.executable, "-m", "ctsim", *shlex.split(cmd)[1:], "--json"], capture_output=True, text=True, check=True
         )
         assert json.loads(again.stdout)["verdict"] == r["simulated"]["verdict"]
+
+
+def test_run_from_prometheus_starts_where_the_node_s_limiter_and_regeneration_are(
+    live: tuple[str, dict[str, Node]],
+) -> None:
+    url, by = live
+    rows = {r["node"]: r for r in fleet_json(url)["nodes"]}
+    node = next(n for n in by.values() if n.limiter_mean is not None and n.ctwatch and not n.down and n.burst == 10)
+    r = rows[node.name]
+    assert r["limiter"]["mean_processing_s"] == node.limiter_mean and r["limiter"]["parallel_requests"] == 3
+    out = subprocess.run(
+        [sys.executable, "-m", "ctsim", "run", "--from-prometheus", url, "--node", node.name, "--pods", "10", "--json"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    doc = json.loads(out.stdout)
+    inputs = doc["inputs"]
+    assert inputs["regeneration_seconds"] == round(node.regeneration, 3)  # type: ignore[arg-type]
+    assert inputs["origins"]["regeneration"].startswith("live: cilium_endpoint_regeneration_time_stats_seconds")
+    assert inputs["create_mean_processing"] == node.limiter_mean
+    assert inputs["origins"]["limiter"].startswith("live: cilium_api_limiter_processing_duration_seconds")
+    # One node, one answer: the row's safe burst is run's, on the same facts.
+    assert doc["advice"]["safe_burst"] == r["safe_burst"], (doc["advice"], r["safe_burst"])
+    fresh = subprocess.run(
+        [sys.executable, "-m", "ctsim", "run", "--from-prometheus", url, "--node", node.name, "--agent-state",
+         "fresh", "--json"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert json.loads(fresh.stdout)["inputs"]["origins"]["limiter"].startswith("default: a fresh agent")
