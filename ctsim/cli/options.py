@@ -114,6 +114,17 @@ SCENARIO_FLAGS: dict[str, tuple[Any, Any]] = {
     ),
     "pods": (Annotated[str, _opt("Pods scheduled onto the node at once.", "COUNT")], "50"),
     "max_entries": _GROUPED["max_entries"],
+    "any_max_entries": (
+        Annotated[
+            Str,
+            _opt(
+                "The non-TCP map's capacity, cilium_ct_any4_global (bpf-ct-global-any-max; default: sized as "
+                "--max-entries' map is sized, or Cilium's static 262,144).",
+                "COUNT",
+            ),
+        ],
+        None,
+    ),
     "expired_fraction": (
         Annotated[Str, _opt(f"Share of the t=0 entries already expired ({_preset('expired_fraction')}).", "FRACTION")],
         None,

@@ -2,8 +2,7 @@
 
 Each input the series give becomes the value a user could have given, and
 keeps the series as its origin (``Given.sources``); what they do not give (churn, GC drift,
-the non-TCP map's capacity, cores) stays the preset's or the default, and
-the inputs block says so.
+cores) stays the preset's or the default, and the inputs block says so.
 """
 
 from __future__ import annotations
@@ -31,6 +30,7 @@ _ORIGIN_OF = {
     "any_entries": "any_entries",
     "ipv6_entries": "ipv6",
     "max_entries": "capacity",
+    "any_max_entries": "capacity",
     "rate": "walk_rate",
     "deadline": "deadline",
     "regeneration": "regeneration",
@@ -50,6 +50,9 @@ def node_inputs(risk: NodeRisk) -> Live:
     tcp = risk.maps.get(CT_MAPS["ipv4"][0])
     if tcp is not None and tcp.max_entries:
         out["max_entries"] = (tcp.max_entries, tcp.capacity_source)
+    any4 = risk.maps.get(CT_MAPS["ipv4"][1])
+    if any4 is not None and any4.max_entries and any4.capacity_source.startswith(("ctwatch_", "cilium_")):
+        out["any_max_entries"] = (any4.max_entries, any4.capacity_source)  # a series', not a fallback's
     v6 = risk.maps.get(CT_MAPS["ipv6"][0])
     if v6 is not None and v6.max_entries:
         out["ipv6_max_entries"] = (v6.max_entries, v6.capacity_source)
@@ -152,7 +155,7 @@ def from_prometheus(
     """
     from ctsim.inputs.scenario import resolve
 
-    wanted = _COUNTS.keys() | {"max_entries", "ipv6_max_entries", "rate", "deadline", "regeneration"}
+    wanted = _COUNTS.keys() | {"max_entries", "any_max_entries", "ipv6_max_entries", "rate", "deadline", "regeneration"}
     if given.agent_state is AgentState.WARM:  # a fresh agent's limiter starts at its defaults, whatever it was
         wanted |= {"create_mean_processing"}
     wanted = {k for k in wanted if getattr(given, k) is None}

@@ -50,6 +50,7 @@ class Given:
     entries: int | None = None
     any_entries: int | None = None
     max_entries: int | None = None
+    any_max_entries: int | None = None  # the non-TCP map's capacity (bpf-ct-global-any-max)
     expired_fraction: float | None = None
     agent_state: AgentState = AgentState.WARM
     ipv6_entries: int | None = None
@@ -140,6 +141,7 @@ PARSERS: dict[str, Callable[[str], object]] = {
     "node_memory": _count("--node-memory", minimum=1, maximum=MAX_NODE_MEMORY),
     "map_ratio": lambda text: parse_float(text, "--map-ratio", low=0.0, high=1.0),
     "max_entries": _count("--max-entries", minimum=LIMIT_TABLE_MIN),  # Cilium's LimitTableMin
+    "any_max_entries": _count("--any-max-entries", minimum=LIMIT_TABLE_MIN),
     "ipv6_entries": _count("--ipv6-entries"),
     "ipv6_any_entries": _count("--ipv6-any-entries"),
     "ipv6_max_entries": _count("--ipv6-max-entries", minimum=LIMIT_TABLE_MIN),

@@ -198,7 +198,13 @@ def resolve(g: Given) -> Scenario:
         origins["any_entries"] = f"{from_preset}: {p.any_assumption}"
     else:
         n_any, any_max, capacity_origin = _fill(
-            "--any-entries", g.any_entries, any_max, capacity_origin, user_sized, "non-TCP", notes
+            "--any-entries",
+            g.any_entries,
+            any_max,
+            capacity_origin,
+            user_sized or g.any_max_entries is not None,
+            "non-TCP",
+            notes,
         )
         origins["any_entries"] = said("any_entries") + ("" if n_any == g.any_entries else ", clamped to the map")
     origins["capacity"] = capacity_origin
@@ -386,12 +392,21 @@ def _capacity(p: Preset, g: Given, notes: list[str], said: Callable[[str], str])
             notes.append("--node-memory sizes nothing: --map-ratio 0 turns dynamic sizing off (static map sizes)")
         tcp, any_ = _static_tcp(p), CT_MAP_ENTRIES_GLOBAL_ANY_DEFAULT  # the preset's static limit, if it has one
         origin = f"{from_preset}: static sizes" if p.ct_tcp_max else "default: Cilium's static sizes"
+    sized = origin
     if g.max_entries is not None:
         tcp = g.max_entries
         if tcp > LIMIT_TABLE_MAX:
             raise InputError(f"--max-entries: {tcp:,} exceeds Cilium's limit of {LIMIT_TABLE_MAX:,} (LimitTableMax)")
         source = g.source("max_entries")
-        origin = f"{source} (TCP); non-TCP {origin}" if source else f"given: TCP --max-entries; non-TCP {origin}"
+        origin = f"{source} (TCP); non-TCP {sized}" if source else f"given: TCP --max-entries; non-TCP {sized}"
+    if g.any_max_entries is not None:
+        any_ = g.any_max_entries
+        if any_ > LIMIT_TABLE_MAX:
+            raise InputError(
+                f"--any-max-entries: {any_:,} exceeds Cilium's limit of {LIMIT_TABLE_MAX:,} (LimitTableMax)"
+            )
+        tcp_part = origin.rpartition("; non-TCP ")[0] if g.max_entries is not None else f"TCP {sized}"
+        origin = f"{tcp_part}; non-TCP {g.source('any_max_entries') or 'given: --any-max-entries'}"
     return _Capacity(tcp, any_, origin, memory, ratio, _preset_tcp(p))
 
 

@@ -97,11 +97,13 @@ def test_run_from_prometheus_models_the_node_its_series_describe(served: tuple[s
     doc = json.loads(out.stdout)
     s = doc["inputs"]
     assert s["entries"] == tcp and s["any_entries"] == any_ and s["max_entries"] == cap
+    assert s["any_max_entries"] == cap // 2  # ctwatch_max_entries{map="cilium_ct_any4_global"}, not the preset's
     assert s["walk_rate"] == round(walk)
     origins = s["origins"]
     assert origins["entries"].startswith('live: ctwatch_entries{map="cilium_ct4_global",source="bpf"} of fast')
     assert origins["walk_rate"].startswith("live: ctwatch_walk_rate_entries_per_second")
     assert origins["capacity"].startswith("live: ctwatch_max_entries")
+    assert 'non-TCP live: ctwatch_max_entries{map="cilium_ct_any4_global"} of fast' in origins["capacity"]
     assert origins["churn"].startswith("preset")  # still assumed, and said so
     # The fleet's row for that node says what the run says: one node, one answer.
     fleet = json.loads(ctsim("fleet", "--prometheus-url", history, "--pods", "20", "--json").stdout)
