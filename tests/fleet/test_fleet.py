@@ -125,6 +125,10 @@ def test_nodes_without_what_a_projection_needs_say_why(live: tuple[str, dict[str
             assert any("sources down: bpf" in f for f in r["flags"])
         if not node.ctwatch and node.gc_interval:
             assert r["gc_interval"] == node.gc_interval
+        elif "cilium" in r["sources"] and not node.gc_interval:  # before 1.18, or a fixed interval: said, not 0
+            assert r["gc_interval"] is None and "1.18 on" in r["gc_interval_source"], r["gc_interval_source"]
+        if r["sources"] and node.limiter_mean is None:  # no limiter series: none shown, the default regeneration
+            assert r["limiter"] == {} and r["regeneration_source"].startswith("default")
 
 
 def _known(url: str, nodes: list[Node]) -> Iterator[tuple[Node, dict[str, Any]]]:
