@@ -81,7 +81,9 @@ def _limiter(r: NodeRisk) -> str:
     parallel, mean = r.limiter.get("parallel_requests"), r.limiter.get("mean_processing_s")
     if parallel is None and mean is None:
         return "—"
-    return f"{_dash(parallel, '{:.0f}'.format)} at once, {_dash(mean, '{:.1f}s'.format)} mean"
+    refused = r.limiter.get("refused_over_window")
+    day = "" if refused is None else f", {refused:,.0f} 429s/d"
+    return f"{_dash(parallel, '{:.0f}'.format)} at once, {_dash(mean, '{:.1f}s'.format)} mean{day}"
 
 
 def _ct_clean(r: NodeRisk, key: str) -> float | None:
@@ -194,6 +196,7 @@ COLUMNS: tuple[Column, ...] = (
         table="wide",
     ),
     Column("limiter_mean_processing_seconds", lambda i, r: r.limiter.get("mean_processing_s")),
+    Column("limiter_429_per_day", lambda i, r: r.limiter.get("refused_over_window")),
     Column("observed_gc_seconds_ipv4", lambda i, r: r.observed_gc_seconds.get("ipv4")),
     Column("observed_ct_clean_long_waits", lambda i, r: _ct_clean(r, "waits_over_split")),
     Column("observed_ct_clean_long_mean_s_at_most", lambda i, r: _ct_clean(r, "mean_over_split_s_at_most")),

@@ -24,6 +24,7 @@ from typing import Any
 from ctsim.core.errors import InputError, shorten
 from ctsim.fleet.live import from_prometheus
 from ctsim.fleet.prometheus import Client, Transport
+from ctsim.fleet.series import REFUSED
 from ctsim.inputs.given import Given
 from ctsim.inputs.scenario import UNTIL_RESOLVED_CAP
 from ctsim.sim.result import Result, percentile
@@ -35,9 +36,8 @@ TOLERANCE_S = 15.0
 TOLERANCE_SHARE = 0.20  # ... plus this share of the predicted figure
 QUANTILES = {"p50": 0.50, "p90": 0.90, "max": 1.0}
 POD_NODE_LABEL = "node"  # kube_pod_info's: the pod's spec.nodeName
-# The limiter's refusals: Wait's max-wait outcomes, answered 429 (pkg/rate/api_limiter.go); a cancelled wait
-# (outcome request-cancelled, also 429) is the client giving up, the model's add_gave_up_in_limiter.
-REFUSED = 'api_call="endpoint-create",outcome=~"fail-parallel-wait|fail-limit-wait"'
+# The limiter's refusals (fleet.series.REFUSED): a cancelled wait (outcome request-cancelled, also 429) is the
+# client giving up, the model's add_gave_up_in_limiter, and is not counted.
 
 
 def parse_time(text: str, flag: str) -> float:

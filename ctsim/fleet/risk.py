@@ -14,7 +14,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ctsim.core.defaults import CLIENT_TIMEOUT, CT_MAPS, DEFAULT_REGENERATION, FAMILY_OF_MAP
+from ctsim.core.defaults import CLIENT_TIMEOUT, CT_MAPS, DEFAULT_REGENERATION, ENDPOINT_CREATE, FAMILY_OF_MAP
 from ctsim.core.floats import left_sum
 from ctsim.core.profiles import Profile
 from ctsim.core.projection import (
@@ -27,6 +27,7 @@ from ctsim.core.projection import (
     scrub_seconds,
     seconds_until,
 )
+from ctsim.core.rate import LimiterCore
 from ctsim.fleet.series import REGENERATION_SERIES, CTCleanWaits, NodeFacts
 
 DEFAULT_BURST = 10  # ctwatch's --burst default: the burst a node without ctwatch is projected for
@@ -296,6 +297,16 @@ def _compare(risk: NodeRisk) -> None:
             f"at most {high:.3g}s on average, under half the projected scrub {risk.scrub_seconds:.3g}s: check the "
             "walk rate and the counts (a create that timed out records no wait)"
         )
+    mean, parallel = risk.limiter.get("mean_processing_s"), risk.limiter.get("parallel_requests")
+    if mean and parallel is not None:
+        core = LimiterCore("endpoint-create", ENDPOINT_CREATE)
+        core.warm(mean)  # what run --from-prometheus starts a warm agent's limiter at
+        if core.parallel_requests != round(parallel):
+            risk.flags.append(
+                f"endpoint-create: the agent reports {parallel:.0f} parallel requests, AutoAdjust from its mean "
+                f"create of {mean:.3g}s gives {core.parallel_requests} (the model's start): its limiter is not "
+                "v1.16.5's default (--api-rate-limit?)"
+            )
     ours = risk.pods_source == "ctwatch_burst_pods" and risk.deadline_source == "ctwatch_deadline_seconds"
     if ours and risk.ctwatch_level is not None and risk.ctwatch_level != risk.level:
         risk.flags.append(f"ctwatch reports {risk.ctwatch_level} (its own burst and thresholds), this row {risk.level}")

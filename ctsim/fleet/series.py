@@ -169,6 +169,7 @@ LIMITER = {
     ("cilium_api_limiter_rate_limit", "burst"): "rate_burst",
     ("cilium_api_limiter_adjustment_factor", ""): "adjustment_factor",
 }
+REFUSED = 'api_call="endpoint-create",outcome=~"fail-parallel-wait|fail-limit-wait"'
 MEAN_PROCESSING_SERIES = 'cilium_api_limiter_processing_duration_seconds{api_call="endpoint-create",value="mean"}'
 
 
@@ -212,6 +213,8 @@ def queries(q: Query) -> dict[str, str]:
             f"/ sum {q.by()} (increase({total_count}[{w}])) >= 0"
         ),
         "limiter": limiter,
+        # The limiter's refusals over the day (Wait's max-wait outcomes, answered 429: pkg/rate/api_limiter.go)
+        "refused": f"sum {q.by()} (increase({q.of('cilium_api_limiter_processed_requests_total', REFUSED)}[{w}]))",
     }
 
 
@@ -412,6 +415,9 @@ def _cilium(each: Each) -> None:
         if _plausible(facts, "regeneration", REGENERATION_SERIES, s.value):
             facts.sources.add("cilium")
             facts.regeneration = s.value
+    for facts, s in each("refused"):
+        if _finite(s.value) and s.value >= 0:
+            facts.limiter["refused_over_window"] = s.value
     for facts, s in each("limiter"):
         key = LIMITER.get((s.labels.get("__name__", ""), s.labels.get("value", "")))
         series = f'{s.labels.get("__name__", "")}{{api_call="endpoint-create",value="{s.labels.get("value", "")}"}}'

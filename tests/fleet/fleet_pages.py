@@ -18,10 +18,11 @@ from ctwatch.exposition import SnapshotCollector, new_registry
 from ctwatch.readings import FAMILY_OF_MAP, MapReading, SourceResult
 from ctwatch.watcher import Snapshot
 from prometheus_client import generate_latest
-from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from ctsim.core.defaults import CILIUM_PRESSURE_MAPS, CT_MAPS
+from ctsim.core.defaults import CILIUM_PRESSURE_MAPS, CT_MAPS, ENDPOINT_CREATE
+from ctsim.core.rate import LimiterCore
 
 T0 = time.time()
 PRESSURE_NAME = {pinned: label for label, pinned in CILIUM_PRESSURE_MAPS.items()}
@@ -46,6 +47,7 @@ class Node:
     ct_clean_mean: float | None = None
     regeneration: float | None = None  # mean regeneration less its CT-clean wait (Cilium's scope="total")
     limiter_mean: float | None = None  # endpoint-create's meanProcessingDuration (cilium_api_limiter_*)
+    limiter_parallel: int = 0  # its ParallelRequests as the agent reports it
     gc_interval: float | None = None
     pressure: bool = True  # Cilium exports CT map pressure
     capacity: bool = False  # Cilium exports cilium_bpf_map_capacity (1.15 on)
@@ -82,7 +84,7 @@ class _Cilium(Collector):
     def __init__(self, node: Node, now: float) -> None:
         self.node, self.now = node, now
 
-    def collect(self) -> Iterator[GaugeMetricFamily | HistogramMetricFamily]:
+    def collect(self) -> Iterator[GaugeMetricFamily | HistogramMetricFamily | CounterMetricFamily]:
         n, now = self.node, self.now
         if n.pressure:
             p = GaugeMetricFamily("cilium_bpf_map_pressure", "Fill percentage of map", labels=["map_name"])
@@ -136,7 +138,7 @@ class _Cilium(Collector):
         if n.limiter_mean is not None:  # pkg/rate/metrics: the limiter's state after its last request
             state = {
                 "processing_duration_seconds": {"mean": n.limiter_mean, "estimated": 2.0},
-                "requests_in_flight": {"limit": 3.0, "in-flight": 1.0},
+                "requests_in_flight": {"limit": float(n.limiter_parallel), "in-flight": 1.0},
                 "rate_limit": {"limit": 0.5, "burst": 1.0},
             }
             for name, values in state.items():
@@ -147,6 +149,13 @@ class _Cilium(Collector):
             f = GaugeMetricFamily("cilium_api_limiter_adjustment_factor", "factor", labels=["api_call"])
             f.add_metric(["endpoint-create"], 0.05)
             yield f
+            done = CounterMetricFamily(
+                "cilium_api_limiter_processed_requests", "processed", labels=["api_call", "outcome", "return_code"]
+            )
+            done.add_metric(["endpoint-create", "success", "200"], now - T0)
+            done.add_metric(["endpoint-create", "fail-parallel-wait", "429"], 3 * (now - T0))
+            done.add_metric(["endpoint-create", "request-cancelled", "429"], now - T0)  # the client gave up: not a 429
+            yield done
 
 
 # prometheus-client's (and client_golang's) default buckets: Cilium's regeneration histogram sets none.
@@ -178,6 +187,10 @@ def fleet(n: int = 240) -> list[Node]:
             node.ct_clean_mean = (entries + entries // 4) / node.rate * (0.2 if i % 24 == 9 else 1.5)
             node.regeneration = 1.5 + 0.25 * (i % 5)
             node.limiter_mean = round((entries + entries // 4) / node.rate + node.regeneration, 3)
+            # What AutoAdjust makes of that mean on v1.16.5's defaults; every 24th node's agent was tuned otherwise.
+            core = LimiterCore("endpoint-create", ENDPOINT_CREATE)
+            core.warm(node.limiter_mean)
+            node.limiter_parallel = core.parallel_requests + (3 if i % 24 == 2 else 0)
         elif kind == 3:  # dual stack, ctwatch only
             node.cilium = False
             node.maps = {**maps, tcp6: (entries // 2, cap), any6: (entries // 8, cap // 2)}

@@ -29,8 +29,11 @@ def test_maps_have_ciliums_shape(bpf: None) -> None:
             info = m.info()
             assert info.type == BPF_MAP_TYPE_LRU_HASH, family
             assert (info.key_size, info.value_size, info.max_entries) == (key_size, 56, 4096)
-            assert m.count() == 4096
-            assert sum(1 for _ in m.walk()) == 4096
+            # An LRU hash can evict before it is full: its free list is per CPU, and a filler moved between
+            # CPUs (it was, once, beside 4 busy processes) finds its CPU's list empty and evicts. Most stay.
+            count = m.count()
+            assert 0.9 * 4096 <= count <= 4096, count
+            assert sum(1 for _ in m.walk()) == count
 
 
 def test_rates_are_positive_and_batched_is_faster(bpf: None) -> None:
