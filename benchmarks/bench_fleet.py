@@ -33,6 +33,7 @@ from ctsim.fleet.prometheus import Client
 from ctsim.fleet.risk import Assumptions, assess, rank
 from ctsim.fleet.series import Query, read_fleet
 from ctsim.fleet.simulate import simulate
+from ctsim.inputs.given import Given
 from tests.support.prometheus import Series, backfill, history, prometheus
 
 STEP = 60.0
@@ -133,7 +134,7 @@ def _simulate(rows: list) -> None:
     wall: dict[int, float] = {}
     for n in (1, 2, 1, 2):
         start = time.perf_counter()
-        simulate(rows, 100, {}, processes=n)
+        simulate(rows, 100, Given(), {}, processes=n)
         wall[n] = min(wall.get(n, float("inf")), time.perf_counter() - start)
     print(
         f"--simulate 100: 1 process {wall[1]:.2f} s, 2 processes {wall[2]:.2f} s: "
