@@ -58,16 +58,14 @@ def node_inputs(risk: NodeRisk) -> Live:
         out["ipv6_max_entries"] = (v6.max_entries, v6.capacity_source)
     rate = risk.walk_rate.get("ipv4")
     if rate is not None and rate.source.startswith("ctwatch_"):
-        # --rate takes whole entries/s: a measured rate is modelled as the same flag would model it
-        out["rate"] = (float(round(rate.entries_per_second)), rate.source)
+        out["rate"] = (rate.entries_per_second, rate.source)  # whole entries/s since series.py read it
     if risk.deadline_source == "ctwatch_deadline_seconds":
         out["deadline"] = (float(risk.deadline), risk.deadline_source)
     if risk.regeneration_source == REGENERATION_SERIES:
-        # --regeneration-time takes milliseconds at most: a measured time is modelled as the flag would model it
-        out["regeneration"] = (round(risk.regeneration, 3), risk.regeneration_source)
+        out["regeneration"] = (risk.regeneration, risk.regeneration_source)  # in ms since series.py read it
     mean = risk.limiter.get("mean_processing_s")
     if mean is not None and mean > 0:  # 0: no create processed since the agent started (a fresh limiter)
-        out["create_mean_processing"] = (round(mean, 3), MEAN_PROCESSING_SERIES)
+        out["create_mean_processing"] = (mean, MEAN_PROCESSING_SERIES)
     return out
 
 
@@ -85,7 +83,7 @@ def shown(field: str, value: float | int) -> str:
     """A live value as the flag a user would type for it (a row's ``ctsim run`` line, plan's ``live``)."""
     if field == "deadline":
         return f"{value:g}s"
-    if field in ("regeneration", "create_mean_processing"):  # milliseconds, as node_inputs rounds them
+    if field in ("regeneration", "create_mean_processing"):  # milliseconds, as series.py reads them
         return f"{value:.3f}".rstrip("0").rstrip(".") + "s"
     return str(int(value))
 

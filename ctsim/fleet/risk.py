@@ -109,6 +109,7 @@ class NodeRisk:
     burst_seconds: float | None = None
     deadline_ratio: float | None = None
     safe_burst: int | None = None  # None with a projection: unbounded (empty tables)
+    max_entries_for_burst: int | None = None  # the table on which `pods` scrubs fit: run's advice, on these facts
     growth_per_hour: float | None = None  # entries, every CT map together
     seconds_until_deadline: float | None = None
     gc_interval: float | None = None
@@ -273,7 +274,7 @@ def assess(facts: NodeFacts, a: Assumptions) -> NodeRisk:
     risk.safe_burst = safe_burst(walks, deadline, overhead)
     risk.level = level_of(risk.deadline_ratio)
     total = left_sum(w.entries for w in walks)
-    limit = max_entries_for_burst(walks, pods, deadline, overhead)
+    limit = risk.max_entries_for_burst = max_entries_for_burst(walks, pods, deadline, overhead)
     growth = risk.growth_per_hour / 3600 if risk.growth_per_hour is not None else None
     risk.seconds_until_deadline = seconds_until(total, limit, growth)
     _compare(risk)

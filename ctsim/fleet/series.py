@@ -337,7 +337,8 @@ def _ctwatch(each: Each) -> None:
         series = f'ctwatch_walk_rate_entries_per_second{{family="{family}"}}'
         if family in CT_MAPS and _plausible(facts, "rate", series, s.value):
             facts.sources.add("ctwatch")
-            facts.rates[family] = (s.value, s.labels.get("source", ""))
+            # whole entries/s, as --rate takes it: the row and the run it suggests model one rate
+            facts.rates[family] = (float(round(s.value)), s.labels.get("source", ""))
     for facts, s in each("deadline"):
         if _plausible(facts, "deadline", "ctwatch_deadline_seconds", s.value):
             facts.deadline = s.value
@@ -414,7 +415,7 @@ def _cilium(each: Each) -> None:
     for facts, s in each("regeneration"):
         if _plausible(facts, "regeneration", REGENERATION_SERIES, s.value):
             facts.sources.add("cilium")
-            facts.regeneration = s.value
+            facts.regeneration = round(s.value, 3)  # milliseconds, as --regeneration-time takes it
     for facts, s in each("refused"):
         if _finite(s.value) and s.value >= 0:
             facts.limiter["refused_over_window"] = s.value
@@ -423,4 +424,5 @@ def _cilium(each: Each) -> None:
         series = f'{s.labels.get("__name__", "")}{{api_call="endpoint-create",value="{s.labels.get("value", "")}"}}'
         if key is not None and _plausible(facts, "limiter", series, s.value):
             facts.sources.add("cilium")
-            facts.limiter[key] = s.value
+            # the mean create in milliseconds, as --create-mean-processing takes it
+            facts.limiter[key] = round(s.value, 3) if key == "mean_processing_s" else s.value

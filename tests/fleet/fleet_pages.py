@@ -180,13 +180,14 @@ def fleet(n: int = 240) -> list[Node]:
         cap = 1 << (18 + i % 7)  # 256Ki .. 16Mi
         entries = (i * 7919) % cap
         maps = {tcp: (entries, cap), any_: (entries // 4, cap // 2)}
-        node = Node(f"node-{i:03d}", cluster, ctwatch=True, cilium=True, maps=maps, rate=150_000.0 + 1_000 * (i % 50))
+        node = Node(f"node-{i:03d}", cluster, ctwatch=True, cilium=True, maps=maps, rate=150_000.4 + 1_000 * (i % 50))
         if kind in (0, 1, 2):  # both sources
             node.gc_mean = {"ipv4": (entries + entries // 4) / node.rate * (10.0 if i % 24 == 0 else 1.0)}
             # Waits of 1.5 scrubs (behind another's), or on every twelfth node a fifth of one (a wrong rate).
             node.ct_clean_mean = (entries + entries // 4) / node.rate * (0.2 if i % 24 == 9 else 1.5)
-            node.regeneration = 1.5 + 0.25 * (i % 5)
-            node.limiter_mean = round((entries + entries // 4) / node.rate + node.regeneration, 3)
+            # Not whole milliseconds, as a measured mean never is: the row and the run it suggests must round alike.
+            node.regeneration = 1.5 + 0.25 * (i % 5) + 0.000_437
+            node.limiter_mean = (entries + entries // 4) / node.rate + node.regeneration
             # What AutoAdjust makes of that mean on v1.16.5's defaults; every 24th node's agent was tuned otherwise.
             core = LimiterCore("endpoint-create", ENDPOINT_CREATE)
             core.warm(node.limiter_mean)

@@ -66,7 +66,8 @@ def _walks(node: Node, now: float) -> list[FamilyWalk]:
     for family, names in CT_MAPS.items():
         counts = [node.entries(name, now) for name in names if name in node.maps]
         if counts:
-            walks.append(FamilyWalk(family, tuple(float(c) for c in counts), node.rate))
+            # whole entries/s, as --rate takes it and the fleet reads it
+            walks.append(FamilyWalk(family, tuple(float(c) for c in counts), float(round(node.rate))))
     return walks
 
 
@@ -97,10 +98,11 @@ def test_every_node_once_ranked_worst_first_with_figures_from_the_projection(liv
         assert r["pods"] == node.burst and r["deadline"] == node.deadline
         for w in walks:
             assert r["walk_seconds"][w.family] == pytest.approx(w.seconds, rel=1e-12)
-            assert r["walk_rate"][w.family]["entries_per_second"] == node.rate
+            assert r["walk_rate"][w.family]["entries_per_second"] == round(node.rate)
         # The node's own regeneration where Cilium measured one (scope="total" less the CT-clean wait).
-        regen = node.regeneration if node.cilium and node.regeneration is not None else DEFAULT_REGENERATION
-        assert r["regeneration"] == pytest.approx(regen, rel=1e-9), r["regeneration_source"]
+        # In milliseconds, as --regeneration-time takes it: the run a row suggests models the row's figure.
+        regen = round(node.regeneration, 3) if node.cilium and node.regeneration is not None else DEFAULT_REGENERATION
+        assert r["regeneration"] == regen, r["regeneration_source"]
         burst = burst_seconds(walks, node.burst) + r["regeneration"]
         assert r["burst_seconds"] == pytest.approx(burst, rel=1e-12)
         assert r["deadline_ratio"] == pytest.approx(burst / node.deadline, rel=1e-12)
@@ -291,7 +293,7 @@ def test_run_from_prometheus_starts_where_the_node_s_limiter_and_regeneration_ar
     rows = {r["node"]: r for r in fleet_json(url)["nodes"]}
     node = next(n for n in by.values() if n.limiter_mean is not None and n.ctwatch and not n.down and n.burst == 10)
     r = rows[node.name]
-    assert r["limiter"]["mean_processing_s"] == node.limiter_mean
+    assert r["limiter"]["mean_processing_s"] == round(node.limiter_mean, 3)  # ms, as the flag takes it
     assert r["limiter"]["parallel_requests"] == node.limiter_parallel
     assert r["limiter"]["refused_over_window"] > 0  # fail-parallel-wait's increase, not request-cancelled's
     out = subprocess.run(
@@ -302,10 +304,12 @@ def test_run_from_prometheus_starts_where_the_node_s_limiter_and_regeneration_ar
     inputs = doc["inputs"]
     assert inputs["regeneration_seconds"] == round(node.regeneration, 3)  # type: ignore[arg-type]
     assert inputs["origins"]["regeneration"].startswith("live: cilium_endpoint_regeneration_time_stats_seconds")
-    assert inputs["create_mean_processing"] == node.limiter_mean
+    assert inputs["create_mean_processing"] == round(node.limiter_mean, 3)
     assert inputs["origins"]["limiter"].startswith("live: cilium_api_limiter_processing_duration_seconds")
-    # One node, one answer: the row's safe burst is run's, on the same facts.
+    # One node, one answer: the row's safe burst and largest table are run's, on the same facts, to the entry
+    # (a regeneration of 1.750437 s is 1.75 s in both, not 1.750437 s in one and 1.75 s in the other).
     assert doc["advice"]["safe_burst"] == r["safe_burst"], (doc["advice"], r["safe_burst"])
+    assert doc["advice"]["max_entries_for_burst"] == r["max_entries_for_burst"], (doc["advice"], r)
     fresh = subprocess.run(
         [sys.executable, "-m", "ctsim", "run", "--from-prometheus", url, "--node", node.name, "--agent-state",
          "fresh", "--json"],

@@ -54,7 +54,7 @@ def test_a_real_ctwatch_on_real_pinned_maps_read_back_through_prometheus(tmp_pat
         "capacity_source": 'ctwatch_max_entries{map="cilium_ct4_global"}',
     }
     assert row["maps"]["cilium_ct_any4_global"]["entries"] == 4_000
-    rate = float(rate_doc["data"]["result"][0]["value"][1])
+    rate = float(round(float(rate_doc["data"]["result"][0]["value"][1])))  # whole entries/s, as --rate takes it
     assert row["walk_rate"]["ipv4"] == {
         "entries_per_second": rate,
         "source": 'ctwatch_walk_rate_entries_per_second{source="measured"}',
