@@ -20,6 +20,7 @@ from ctsim.cli.options import (
     prometheus_options,
     scenario_options,
 )
+from ctsim.cli.term import print_json
 from ctsim.core.errors import InputError
 from ctsim.core.files import STDOUT, check_distinct, check_writable, write_atomic
 
@@ -131,7 +132,7 @@ def run(
         doc["advice"]["mitigations"] = [m.to_dict() for m in mitigations]
         if replicated is not None:
             doc["replications"] = replicated
-        _print_json(doc)
+        print_json(doc)
         return
     from ctsim.cli.report import render, render_replications
 
@@ -180,18 +181,11 @@ def emulate(
     with _heartbeat("emulate", scenario.horizon / time_scale):
         report = em.run(scenario, time_scale, real_rate, delete_s, rate_source=how)
     if as_json:
-        _print_json(report.to_dict())
+        print_json(report.to_dict())
         return
     from ctsim.cli.tables import render_emulation
 
     render_emulation(report)
-
-
-def _print_json(doc: object) -> None:
-    import json
-
-    json.dump(doc, sys.stdout, indent=2)
-    sys.stdout.write("\n")
 
 
 @app.command(short_help="Run the model over a grid of scenarios.")
@@ -336,7 +330,7 @@ def plan(
     facts = planner.facts_for(scenario.given, burst=burst, drift_horizon=drift_horizon, replications=replications)
     answer = dataclasses.replace(planner.plan(facts), live=live)
     if as_json:
-        _print_json(answer.to_dict())
+        print_json(answer.to_dict())
         return
     from ctsim.cli.report import render_plan
 
@@ -447,7 +441,7 @@ def backtest(
     window = Window(parse_time(start, "--from"), parse_time(end, "--to"))
     report = backtest(given, prometheus_url, node, node_label, transport, window)
     if as_json:
-        _print_json(report.to_dict())
+        print_json(report.to_dict())
         return
     from ctsim.cli.backtest_view import render
 
@@ -499,7 +493,7 @@ def calibrate(
     if output:
         dump(measured.to_dict(), output)
     if as_json:
-        _print_json(measured.to_dict())
+        print_json(measured.to_dict())
         return
     if output == STDOUT:  # the calibration file is on standard output: no table beside it
         return

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from ctsim.cli.term import print_json
 from ctsim.core.defaults import DEFAULT_DYNAMIC_SIZE_RATIO
 from ctsim.core.errors import InputError
 from ctsim.core.quantity import format_count, format_duration, parse_float
@@ -406,9 +407,7 @@ def run_fleet(
         else:
             write_atomic(csv_path, text)
     if as_json:
-        import json
-
-        print(json.dumps(json_doc(rows, read, url, node_label, query_seconds), indent=2, allow_nan=False))
+        print_json(json_doc(rows, read, url, node_label, query_seconds), allow_nan=False)
     elif csv_path != "-":
         render(rows, read, url, shown, wide)
     if fail_on is not None and any(r.level in FAIL_ON[: FAIL_ON.index(fail_on) + 1] for r in rows):
