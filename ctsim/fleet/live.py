@@ -165,7 +165,7 @@ def from_prometheus(
             "absent while 0, and for good where its controller stopped): give --ipv6-entries"
         )
     scenario = resolve(with_live(given, used, node or ""))
-    taken = ", ".join(sorted(_ORIGIN_OF.get(f, f) for f in used)) or "nothing"
+    taken = ", ".join(sorted({_ORIGIN_OF.get(f, f) for f in used})) or "nothing"  # both capacities: one origin
     note = (
         f"from Prometheus: {node}'s series gave {taken}; churn, GC drift and cores are still the preset's "
         "(the inputs block says which)"

@@ -119,6 +119,8 @@ def test_run_from_prometheus_models_the_node_its_series_describe(served: tuple[s
     assert alone.returncode == 2 and "--from-prometheus" in alone.stderr
     text = ctsim("run", "--from-prometheus", history, "--node", "fast", "--pods", "20")
     assert "live: ctwatch_entries" in text.stdout and "from Prometheus: fast's series gave" in text.stdout
+    gave = text.stdout.split("series gave ")[1].split(";")[0].split(", ")
+    assert "capacity" in gave and len(gave) == len(set(gave)), gave  # both maps' capacities: said once
 
 
 def test_plan_from_prometheus_takes_the_capacity_and_rate(served: tuple[str, float]) -> None:
