@@ -38,7 +38,7 @@ from ctsim.sim.cni import Arrived, add_call, del_call
 from ctsim.sim.endpoint import Sandbox, has_endpoint
 from ctsim.sim.limiter import Call
 from ctsim.sim.node import Node
-from ctsim.sim.pod import ADD, BACK_OFF, DEL_AFTER_ADD, DEL_STALE, Pod, Step, backoff, jitter
+from ctsim.sim.pod import ADD, BACK_OFF, BACKOFF, BACKOFF_JITTER, DEL_AFTER_ADD, DEL_STALE, Pod, Step, jitter
 from ctsim.sim.semaphore import ARRIVALS, Waiter
 
 WAIT = BACK_OFF  # a parked pod's phase while it backs off until ``t``; then ``step``
@@ -96,7 +96,10 @@ class Parking:
         self.teardown_s = node.teardown_seconds
         self.max_wait = self.create.core.params.max_wait
         self.parked: dict[int, Parked] = {}  # by pod index
-        self._due: list[tuple[float, int, Parked]] = []  # (t, key, pod)
+        self._due: list[tuple[float, int, Parked]] = []  # (t, key, pod): back-offs and queued DELs
+        # Queued ADDs by their refusal at max_wait: queued in time order, so refused in it, and kept out of
+        # the heap (half of a storm's steps). Merged with it by (t, key), the heap's own order.
+        self._refusals: deque[tuple[float, int, Parked]] = deque()
         # Parked calls in each limiter's semaphore, in arrival order (steps are played in time order).
         self._queued: dict[str, deque[tuple[float, int, Parked]]] = {CREATE: deque(), DELETE: deque()}
         self._keys = itertools.count(1)
@@ -155,44 +158,108 @@ class Parking:
         steps' instants with theirs, in an order set by event ids: it stays
         a process.
         """
+        assert step is not WAIT  # ``settle`` plays a parked WAIT's step as an ADD or a DEL
         p = Parked(pod=pod, event=simpy.Event(self.env), stale=stale, phase=WAIT, step=step, t=at, sandbox=sandbox)
         self.parked[pod.index] = p
         self.parks += 1
         self.crowd_parks += not pod.failures
         if at <= self.env.now:  # its step is due now: played with the limiters as they are, after all before it
-            self.settle()
-            self._play(p, self.delete.has_room())
+            self.settle(first=p)
         else:
             p.key = key = next(self._keys)
             heappush(self._due, (at, key, p))
         return p.event
 
-    def settle(self) -> None:
-        """Plays every parked step before now, in time order, on the state the limiters have now."""
-        due, now = self._due, self.env.now
-        if not due or due[0][0] >= now:
+    def settle(self, first: Parked | None = None) -> None:
+        """Plays every parked step before now, in time order, on the state the limiters have now; then ``first``.
+
+        Most of a storm's steps are played here, so the loop is ``kubelet.pod_worker``'s
+        and ``cni``'s steps written out once, with the counters summed in locals: nothing
+        reads them until it returns, and nothing played here changes a limiter's state
+        (``delete_room`` is the same for every step).
+        """
+        due, refusals, now = self._due, self._refusals, self.env.now
+        if first is None and (not due or due[0][0] >= now) and (not refusals or refusals[0][0] >= now):
             return
-        delete_room = self.delete.has_room()  # the same for every step played here: nothing changed since
-        c, core, keys, queued = self.node.counters, self.delete.core, self._keys, self._queued[DELETE]
-        teardown_s, time_scale, weight, mean = self.teardown_s, self._time_scale, self._weights[1], core.mean_processing
-        while due and due[0][0] < now:
-            t, key, p = heappop(due)
-            if p.key != key:
-                continue
-            if delete_room or p.phase is not DEL_STALE:
-                self._play(p, delete_room)
-                continue
-            # A stale sandbox's DEL timed out in a full endpoint-delete and the next one queues again: most
-            # of a storm's steps, played here as ``_play`` would (``_time_out``, then the DEL step).
-            c.del_timeouts += 1
-            c.del_calls += 1
-            core.schedule_played()
-            p.number, p.arrived, p.end = next(ARRIVALS), t, (end := t + teardown_s)
-            p.t = t = end + jitter(p.pod.rng.next_after()) / time_scale
-            p.mean, p.weight = mean, weight
+        delete_room = self.delete.has_room()
+        create, delete = self.create.core, self.delete.core
+        keys, arrivals, intervals = self._keys, ARRIVALS, self.node.retry_intervals
+        queued_create, queued_delete = self._queued[CREATE], self._queued[DELETE]
+        teardown_s, time_scale, max_wait = self.teardown_s, self._time_scale, self.max_wait
+        create_weight, delete_weight = self._weights
+        create_mean, delete_mean = create.mean_processing, delete.mean_processing
+        add_429 = attempts = del_calls = del_404 = timeouts = create_played = delete_played = 0
+        while True:
+            if refusals and refusals[0][0] < now and (not due or refusals[0] < due[0]):
+                t, key, p = refusals.popleft()
+                if p.key != key:
+                    continue
+            elif due and due[0][0] < now:
+                t, key, p = heappop(due)
+                if p.key != key:
+                    continue
+            elif first is not None:
+                p, first = first, None
+                t = p.t
+            else:
+                break
+            pod, phase = p.pod, p.phase
+            if phase is ADD:  # max_wait: 429, no token used; the teardown's DEL at once
+                add_429 += 1
+                pod.failures += 1
+                step = DEL_AFTER_ADD
+            elif phase is WAIT:
+                step = p.step
+            else:  # ``_time_out``: containerd gave up on the queued DEL at ``p.end``
+                timeouts += 1
+                if phase is DEL_AFTER_ADD:
+                    p.stale = p.sandbox
+                pod.stale_sandbox = True
+                pod.rng.random()  # the back-off drawn (peeked) when the DEL was queued
+                step = DEL_STALE
+            if step is not ADD:  # a DEL: answered 404 at once, or queued until containerd gives up
+                del_calls += 1
+                if not delete_room:
+                    delete_played += 1
+                    p.phase, p.arrived, p.number, p.end = step, t, next(arrivals), (end := t + teardown_s)
+                    p.t = t = end + jitter(pod.rng.peek()) / time_scale
+                    p.mean, p.weight = delete_mean, delete_weight
+                    p.key = key = next(keys)
+                    heappush(due, (t, key, p))
+                    queued_delete.append((end, key, p))
+                    continue
+                delete_played += 1  # scheduled and processed at once (``answer_at_once``): no endpoint, 404
+                del_404 += 1
+                if step is DEL_AFTER_ADD:  # a back-off; then the next sync
+                    p.phase, p.step = WAIT, DEL_STALE if p.stale is not None else ADD
+                    p.t = t = t + BACKOFF * (1.0 + pod.rng.random() * BACKOFF_JITTER) / time_scale  # ``backoff``
+                    p.key = key = next(keys)
+                    heappush(due, (t, key, p))
+                    continue
+                p.stale, pod.stale_sandbox = None, False
+            # ADD, queued: endpoint-create has no free slot while anyone is parked
+            if pod.attempts:
+                intervals.append(t - pod.last_attempt_at)
+            pod.attempts += 1
+            pod.last_attempt_at = t
+            p.sandbox = Sandbox(pod.index, pod.attempts)  # positional: half the cost of keywords
+            attempts += 1
+            create_played += 1
+            p.phase, p.arrived, p.number, p.t = ADD, t, next(arrivals), (end := t + max_wait)
+            p.end, p.mean, p.weight = end, create_mean, create_weight
             p.key = key = next(keys)
-            heappush(due, (t, key, p))
-            queued.append((end, key, p))
+            refusals.append((end, key, p))
+            queued_create.append((end, key, p))
+        c = self.node.counters
+        c.add_429 += add_429
+        c.add_attempts += attempts
+        c.del_calls += del_calls
+        c.del_404 += del_404
+        c.del_timeouts += timeouts
+        create.rejected += add_429  # ``refused()``
+        create.requests_scheduled += create_played  # ``schedule_played()``
+        delete.requests_scheduled += delete_played
+        delete.requests_processed += del_404  # ``answered_at_once()``
 
     def finish(self) -> None:
         """At the end of a run: every step before now played, every DEL refused by now counted."""
@@ -210,60 +277,6 @@ class Parking:
         p.pod.stale_sandbox = True
         p.pod.rng.random()  # the back-off drawn (peeked) when the DEL was queued
         p.phase, p.step = WAIT, DEL_STALE
-
-    def _play(self, p: Parked, delete_room: bool) -> None:
-        """One parked pod's steps at ``p.t``, as ``kubelet.pod_worker`` and ``cni`` take them."""
-        t, pod, c, phase = p.t, p.pod, self.node.counters, p.phase
-        if phase is ADD:  # max_wait: 429, no token used; the teardown's DEL at once
-            self.create.core.refused()
-            c.add_429 += 1
-            pod.failures += 1
-            step = DEL_AFTER_ADD
-        else:
-            if phase is not WAIT:
-                self._time_out(p)
-            step = p.step
-        while True:
-            if step is DEL_STALE or step is DEL_AFTER_ADD:
-                c.del_calls += 1
-                if not delete_room:  # queued until containerd gives up; then a back-off
-                    core = self.delete.core
-                    core.schedule_played()
-                    p.phase, p.arrived, p.number, p.end = step, t, next(ARRIVALS), t + self.teardown_s
-                    p.t = p.end + jitter(pod.rng.peek()) / self._time_scale
-                    p.mean, p.weight = core.mean_processing, self._weights[1]
-                    p.key = key = next(self._keys)
-                    heappush(self._due, (p.t, key, p))
-                    self._queued[DELETE].append((p.end, key, p))
-                    return
-                self.delete.answer_at_once()  # no endpoint: 404 at once
-                c.del_404 += 1
-                if step is DEL_STALE:
-                    p.stale, pod.stale_sandbox = None, False
-                    step = ADD
-                else:
-                    step = WAIT
-            elif step is ADD:  # queued: endpoint-create has no free slot while anyone is parked
-                core = self.create.core
-                if pod.attempts:
-                    self.node.retry_intervals.append(t - pod.last_attempt_at)
-                pod.attempts += 1
-                pod.last_attempt_at = t
-                p.sandbox = Sandbox(pod=pod.index, attempt=pod.attempts)
-                c.add_attempts += 1
-                core.schedule_played()
-                p.phase, p.arrived, p.number, p.t = ADD, t, next(ARRIVALS), t + self.max_wait
-                p.end, p.mean, p.weight = p.t, core.mean_processing, self._weights[0]
-                p.key = key = next(self._keys)
-                heappush(self._due, (p.t, key, p))
-                self._queued[CREATE].append((p.end, key, p))
-                return
-            else:
-                p.phase, p.step = WAIT, DEL_STALE if p.stale is not None else ADD
-                p.t = t + backoff(pod.rng) / self._time_scale
-                p.key = key = next(self._keys)
-                heappush(self._due, (p.t, key, p))
-                return
 
     def first(self, queue: str) -> tuple[tuple[float, int], int] | None:
         """The earliest parked call still waiting in ``queue``'s semaphore: (its order, weight)."""
@@ -304,13 +317,14 @@ class Parking:
 
     def _next(self) -> Parked | None:
         """The parked pod whose next step comes first (dropping positions it has left)."""
-        due = self._due
-        while due:
-            _, key, p = due[0]
-            if p.key == key:
-                return p
+        due, refusals = self._due, self._refusals
+        while due and due[0][2].key != due[0][1]:
             heappop(due)
-        return None
+        while refusals and refusals[0][2].key != refusals[0][1]:
+            refusals.popleft()
+        if refusals and (not due or refusals[0] < due[0]):
+            return refusals[0][2]
+        return due[0][2] if due else None
 
     def _arm(self) -> None:
         p = self._next()
@@ -329,8 +343,7 @@ class Parking:
         self.wakes += 1
         now = self.env.now
         while (p := self._next()) is not None and p.t <= now:
-            heappop(self._due)
-            call = self._resume(p)
+            call = self._resume(p)  # its entry is left behind: ``_next`` drops it
             if call is not None:
                 call.wait_for_slot()
                 self.create.semaphore.requeue([call])
@@ -347,6 +360,7 @@ class Parking:
                 call.wait_for_slot()
                 waiting[_limiter(p.phase)].append(call)
         self._due.clear()
+        self._refusals.clear()
         for queue, calls in waiting.items():
             self._queued[queue].clear()
             if calls:
