@@ -47,8 +47,10 @@ def test_rates_are_positive_and_batched_is_faster(bpf: None) -> None:
     assert 0 < doc["delete_seconds_per_entry"] < 1e-3
     assert doc["bpf"]["per_entry"]["syscalls_per_s"] == pytest.approx(2 * per_entry)
     # A batched walk visits every bucket: the same 1,000 entries cost more in a 1Mi map than in a 64Ki one.
+    # How much more is the machine's: 3.5-5x on the project's VM, 1.96x once in CI (its empty buckets were
+    # 0.24 ns, not 0.9), so the test holds the bucket term's presence (1.3x), not this VM's ratio.
     buckets = doc["bpf"]["batch_buckets"]
-    assert buckets["walk_seconds"][1] > 2 * buckets["walk_seconds"][0]
+    assert buckets["walk_seconds"][1] > 1.3 * buckets["walk_seconds"][0]
     assert 1e-11 < doc["batch_bucket_seconds"] < 1e-7
 
 
