@@ -1,4 +1,4 @@
-"""The run's retry intervals at 8 bytes each, and their exact percentiles.
+"""The run's retry intervals at 8 bytes each, and their exact percentiles, in memory that stops growing.
 
 A storm of 100,000 pods plays 215.6 M ADD attempts in two days. A float per
 interval (and a list of them, sorted for each percentile) took ~4 GB; an
@@ -7,6 +7,15 @@ interval (and a list of them, sorted for each percentile) took ~4 GB; an
 Python floats, and the k-th smallest is found by bisecting the value's
 IEEE-754 bits against every run: the same value ``sorted(values)[k]``
 gives, so the percentiles stay exact, byte for byte.
+
+Past ``BUDGET`` intervals (128 MiB of them) the run *folds* them: every
+interval is counted by its key (the top 24 bits of its order: sign,
+exponent and 12 bits of mantissa, so keys sort as the values do), and only
+those whose key lies near p50 or p90 are kept (within ``WINDOW`` of the
+ranks as they stood at the first fold). The k-th smallest is then the
+``k - below(key)``-th kept value of its key: still exact. A storm whose
+later intervals moved a percentile out of its window has that key's values
+gathered by playing the same run again (``replay``), keeping only them.
 """
 
 from __future__ import annotations
@@ -15,9 +24,17 @@ import math
 import struct
 from array import array
 from bisect import bisect_right
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from itertools import compress, repeat
+from operator import rshift
 
 RUN = 1 << 20  # values sorted at once: 8 MiB as an array, ~32 MiB while a list
+BUDGET = 1 << 24  # intervals kept as they are: 128 MiB; a longer storm's are folded
+SHIFT = 40  # a key is an order's top 24 bits: ~1/4096 of an octave
+WINDOW = 0.02  # ranks kept around each percentile's, as a share of all intervals
+SPAN = 1 << 16  # keys a window holds at most: 16 octaves' worth is no window
+QUANTILES = (0.50, 0.90)  # the percentiles the JSON gives (``result._spread``)
 _SIGN = 1 << 63
 _MAGNITUDE = _SIGN - 1
 _BITS = struct.Struct("<Q")
@@ -35,19 +52,99 @@ def _value(order: int) -> float:
     return float(_DOUBLE.unpack(_BITS.pack(bits))[0])
 
 
+def _keys(chunk: array[float]) -> Iterable[int]:
+    """Each value's key, in the values' order; in C while every value is a non-negative double (intervals are)."""
+    bits = array("Q", chunk.tobytes())
+    if bits and max(bits) >= _SIGN:  # a negative value, or -0.0: the general order
+        return [_order(x) >> SHIFT for x in chunk]
+    return map(rshift, bits, repeat(SHIFT))
+
+
+def _chunks(values: array[float]) -> Iterator[array[float]]:
+    for lo in range(0, len(values), RUN):
+        yield values[lo : lo + RUN]
+
+
 class RetryIntervals:
-    """Seconds between a pod's consecutive ADD attempts, for every pod (JSON ``pods.retry_interval_s``)."""
+    """Seconds between a pod's consecutive ADD attempts, for every pod (JSON ``pods.retry_interval_s``).
 
-    __slots__ = ("_runs", "values")
+    ``replay(keys)`` (set by the model) plays the run again and returns every
+    interval whose key is in ``keys``: a folded run's percentile outside
+    its window needs it.
+    """
 
-    def __init__(self, values: array[float] | None = None) -> None:
+    __slots__ = ("_by_key", "_counts", "_index", "_keep", "_kept", "_max", "_n", "_runs", "replay", "values")
+
+    def __init__(self, values: array[float] | None = None, gather: frozenset[int] | None = None) -> None:
         self.values: array[float] = array("d") if values is None else values  # the model appends to it
         self._runs: list[tuple[int, int]] | None = None
+        self._counts: Counter[int] | None = None  # folded: how many intervals had each key
+        self._keep = gather  # folded or gathering: the keys whose intervals are kept
+        self._kept: array[float] = array("d")
+        self._n = 0  # intervals folded
+        self._max: float | None = None
+        self._index: tuple[list[int], list[int]] | None = None  # sorted keys, the intervals below each
+        self._by_key: dict[int, list[float]] = {}
+        self.replay: Callable[[frozenset[int]], array[float]] | None = None
+
+    @property
+    def folded(self) -> bool:
+        return self._counts is not None
+
+    def fold(self) -> None:
+        """Past ``BUDGET`` (or gathering): counts the intervals appended since, keeps those near the percentiles."""
+        v = self.values
+        if not v or (self._keep is None and len(v) <= BUDGET):
+            return
+        if self._keep is None or self._counts is not None:  # folding (a replay's gathering does not count)
+            counts = self._counts = Counter() if self._counts is None else self._counts
+            for chunk in _chunks(v):
+                counts.update(_keys(chunk))
+            self._n += len(v)
+            top = max(v)
+            self._max = top if self._max is None else max(self._max, top)
+            if self._keep is None:
+                self._keep = self._windows()
+        keep = self._keep.__contains__
+        for chunk in _chunks(v):
+            self._kept.extend(compress(chunk, map(keep, _keys(chunk))))
+        del v[:]
+        self._runs, self._index, self._by_key = None, None, {}
+
+    def kept(self) -> array[float]:
+        """A gathering's intervals: those whose key it was given."""
+        self.fold()
+        return self._kept
+
+    def _windows(self) -> frozenset[int]:
+        """The keys of the ranks within ``WINDOW`` of each percentile's, as the intervals so far place them."""
+        keys, below = self._located()
+        n, wanted = self._n, set()
+        for q in QUANTILES:
+            lo = max(0, math.floor((q - WINDOW) * (n - 1)))
+            hi = min(n - 1, math.ceil((q + WINDOW) * (n - 1)))
+            seen = keys[bisect_right(below, lo) - 1 : bisect_right(below, hi)]
+            # Every key between, seen or not: where later intervals fall (a span too wide to hold: those seen).
+            wanted.update(range(seen[0], seen[-1] + 1) if seen[-1] - seen[0] <= SPAN else seen)
+        return frozenset(wanted)
+
+    def _located(self) -> tuple[list[int], list[int]]:
+        if self._index is None:
+            assert self._counts is not None
+            keys = sorted(self._counts)
+            below, total = [], 0
+            for key in keys:
+                below.append(total)
+                total += self._counts[key]
+            self._index = keys, below
+        return self._index
 
     def __len__(self) -> int:
-        return len(self.values)
+        return self._n + len(self.values)
 
     def __iter__(self) -> Iterator[float]:
+        if self.folded:
+            raise ValueError("a folded run keeps only the intervals near its percentiles")
         return iter(self.values)
 
     def _sorted_runs(self) -> list[tuple[int, int]]:
@@ -62,6 +159,8 @@ class RetryIntervals:
 
     def kth(self, k: int) -> float:
         """``sorted(values)[k]``."""
+        if self.folded:
+            return self._folded_kth(k)
         runs, v = self._sorted_runs(), self.values
         if len(runs) == 1:
             return v[k]
@@ -76,9 +175,35 @@ class RetryIntervals:
                 lo = mid + 1
         return _value(lo)
 
+    def _folded_kth(self, k: int) -> float:
+        self.fold()
+        keys, below = self._located()
+        i = bisect_right(below, k) - 1
+        key = keys[i]
+        if key not in self._by_key:
+            self._gather_missing(key)
+            is_key = key.__eq__
+            chunks = _chunks(self._kept)
+            self._by_key[key] = sorted(x for c in chunks for x in compress(c, map(is_key, _keys(c))))
+        return self._by_key[key][k - below[i]]
+
+    def _gather_missing(self, key: int) -> None:
+        """``key`` and the percentiles' keys, where the window missed them: their intervals, from a replay."""
+        assert self._keep is not None
+        keys, below = self._located()
+        n = self._n
+        ranks = {r for q in QUANTILES for r in (math.floor((n - 1) * q), math.ceil((n - 1) * q))}
+        missing = frozenset({key, *(keys[bisect_right(below, r) - 1] for r in ranks)}) - self._keep
+        if not missing:
+            return
+        if self.replay is None:
+            raise ValueError("a folded run's percentile lies outside its window, and nothing can replay the run")
+        self._kept.extend(self.replay(missing))
+        self._keep = self._keep | missing
+
     def percentile(self, q: float) -> float | None:
         """Linear interpolation between closest ranks, as ``result.percentile`` (numpy's default)."""
-        n = len(self.values)
+        n = len(self)
         if not n:
             return None
         pos = (n - 1) * q
@@ -88,5 +213,8 @@ class RetryIntervals:
         return a + (b - a) * (pos - lo)
 
     def max(self) -> float | None:
+        if self.folded:
+            self.fold()
+            return self._max
         runs, v = self._sorted_runs(), self.values
         return max(v[b - 1] for _, b in runs) if runs else None

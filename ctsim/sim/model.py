@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+from array import array
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from functools import partial
@@ -47,6 +48,7 @@ class Model:
     scenario: Scenario
     trace_every: float | None = None  # node seconds between (t, present, expired) samples
     parking: bool = True  # play refused retries on demand (ctsim.sim.parking); False plays each as events
+    gather: frozenset[int] | None = None  # a replay's: keep only the intervals of these keys (sim.intervals)
     env: simpy.Environment = field(init=False)
     node: Node = field(init=False)
     pods: list[Pod] = field(init=False)
@@ -111,14 +113,19 @@ class Model:
         spread, arrivals = s.clock.pod_start_spread, s.arrivals
         self.pods = [new_pod(i, s.pods, s.seed, spread, arrivals[i] / k if arrivals else None) for i in range(s.pods)]
         self.node.unready = s.pods
+        self.intervals = RetryIntervals(self.node.retry_intervals, self.gather)
+        self.intervals.replay = partial(_gather, s, self.trace_every, self.parking)
         self.ended_because = "horizon"
-        self._stop: simpy.Event | None = None
+        self.stopped = False  # the run ended before its horizon (``_until_resolved``)
         if s.until_resolved:
             self._until_resolved()
         deadline = s.clock.deadline
         parks = self.parking and Parking.applies(self.node, deadline)
         self.parked = Parking(self.node, deadline) if parks else None
         start_processes(env, lambda: self._start_pods(deadline))
+
+    def _stopped(self, _: simpy.Event) -> None:
+        self.stopped = True
 
     def _until_resolved(self) -> None:
         """Ends the run when its burst is resolved: every pod Ready, or ``STORM_SETTLE`` without one becoming Ready.
@@ -130,7 +137,9 @@ class Model:
         first pass never comes.
         """
         env = self.env
-        self._stop = stop = env.event()
+        stop = env.event()
+        # Set as the stop is processed: SimPy reschedules a stop event, so it is not ``processed`` until the next run.
+        stop.callbacks.append(self._stopped)
         stop.callbacks.append(simpy.core.StopSimulation.callback)
 
         def end(because: str) -> None:
@@ -191,22 +200,26 @@ class Model:
                 yield self.env.timeout(every)
 
     def run(self, progress: Callable[[str, int, int], None] | None = None) -> Result:
-        """Runs to the horizon; ``progress("simulate", 1, 100)`` after each hundredth of it."""
+        """Runs to the horizon in hundredths, folding the intervals after each; ``progress("simulate", 1, 100)``.
+
+        A run in slices is the same run: each slice's end is one more event, which
+        orders nothing else.
+        """
         horizon = self.scenario.clock.horizon
         # Events and generators are freed by reference counting as they are processed; the cyclic
         # collector would only rescan every live pod's frames, again and again (half the run at 3,000 pods).
         collecting = gc.isenabled()
         gc.disable()
         try:
-            if progress is None:
-                self.env.run(until=horizon)
-            else:
-                for step in range(1, 101):
-                    self.env.run(until=horizon * step / 100)
+            for step in range(1, 101):
+                self.env.run(until=horizon * step / 100 if step < 100 else horizon)
+                self.intervals.fold()
+                if progress is not None:
                     progress("simulate", 1, 100)
-                    if self._stop is not None and self._stop.processed:
+                if self.stopped:
+                    if progress is not None:
                         progress("simulate", 100 - step, 100)
-                        break
+                    break
         finally:
             if collecting:
                 gc.enable()
@@ -216,6 +229,7 @@ class Model:
         s, node, now = self.scenario, self.node, self.env.now
         if self.parked is not None:
             self.parked.finish()  # a parked pod's steps before the horizon
+        self.intervals.fold()
         for family in node.families:
             for m in family.maps:
                 m.catch_up(now, inclusive=False)  # a run stops before the events at its horizon
@@ -266,8 +280,15 @@ class Model:
                 walk_seconds_for_burst=(deadline - overhead) / s.pods,
             ),
             extra={"tcp_cohorts_at_end": node.families[0].maps[0].cohorts},
-            retry_intervals=RetryIntervals(node.retry_intervals),
+            retry_intervals=self.intervals,
         )
+
+
+def _gather(s: Scenario, trace_every: float | None, parking: bool, keys: frozenset[int]) -> array[float]:
+    """The same run played again, keeping only the intervals of ``keys``: where a fold's window missed a percentile."""
+    again = Model(s, trace_every=trace_every, parking=parking, gather=keys)
+    again.run()
+    return again.intervals.kept()
 
 
 def simulate(scenario: Scenario) -> Result:

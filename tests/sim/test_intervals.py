@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import itertools
+import json
+import random
 from array import array
+from collections.abc import Callable
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ctsim.inputs.scenario import resolve_flags
 from ctsim.sim import intervals
 from ctsim.sim.intervals import RetryIntervals
+from ctsim.sim.model import Model
 from ctsim.sim.result import percentile
 
 # -0.0 + 0.0 is 0.0: the bits' order makes the two zeros one value (intervals are >= 10 s anyway)
@@ -37,3 +43,85 @@ def test_values_appended_after_a_percentile_are_counted(monkeypatch: pytest.Monk
     assert got.percentile(0.5) == 25.0
     got.values.append(1.0)
     assert got.percentile(0.5) == 20.0 and got.max() == 40.0 and len(got) == 5
+
+
+def _replayed(values: list[float], calls: list[frozenset[int]]) -> Callable[[frozenset[int]], array[float]]:
+    """A replay of a run that appended ``values``: every value of the keys asked for."""
+
+    def replay(keys: frozenset[int]) -> array[float]:
+        calls.append(keys)
+        return array("d", [x for x in values if intervals._order(x) >> intervals.SHIFT in keys])
+
+    return replay
+
+
+nonnegative = st.floats(min_value=0.0, allow_nan=False, allow_infinity=False, allow_subnormal=True)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    values=st.lists(finite | nonnegative | st.sampled_from([10.0, 10.5, 95.25]), max_size=80),
+    pieces=st.lists(st.integers(1, 30), min_size=1, max_size=8),
+    budget=st.integers(0, 40),
+    window=st.sampled_from([0.0, 0.02, 0.3]),
+    shift=st.sampled_from([40, 52, 60]),
+)
+def test_a_folded_run_gives_the_sorted_lists_ranks(
+    values: list[float], pieces: list[int], budget: int, window: float, shift: int
+) -> None:
+    """Appended in pieces, folded after each past the budget: every rank exact, a replay where a window missed."""
+    calls: list[frozenset[int]] = []
+    with pytest.MonkeyPatch.context() as mp:
+        for name, value in (("BUDGET", budget), ("WINDOW", window), ("SHIFT", shift), ("RUN", 7)):
+            mp.setattr(intervals, name, value)
+        got = RetryIntervals()
+        got.replay = _replayed(values, calls)
+        i = 0
+        for size in itertools.cycle(pieces):
+            got.values.extend(values[i : i + size])
+            got.fold()
+            i += size
+            if i >= len(values):
+                break
+        assert got.folded == (len(values) > budget)
+        assert len(got) == len(values)
+        xs = sorted(values)
+        for q in (0.0, 0.5, 0.9, 0.99, 1.0):
+            assert repr(got.percentile(q)) == repr(percentile(values, q) if values else None)
+        for k in range(len(xs)):
+            assert got.kth(k) == xs[k]
+        assert got.max() == (max(values) if values else None)
+    assert all(calls), "a replay is asked for keys it lacks, never for nothing"
+
+
+def test_a_window_that_holds_the_percentiles_needs_no_replay(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(intervals, "BUDGET", 5_000)
+    rng = random.Random(1)
+    values = [10.0 + 90.0 * rng.random() for _ in range(20_000)]  # the same spread all along: p50, p90 stay put
+    calls: list[frozenset[int]] = []
+    got = RetryIntervals()
+    got.replay = _replayed(values, calls)
+    for i in range(0, 20_000, 2_500):
+        got.values.extend(values[i : i + 2_500])
+        got.fold()
+    assert got.folded and len(got._kept) < len(values)  # a fold keeps a part
+    assert (got.percentile(0.5), got.percentile(0.9)) == (percentile(values, 0.5), percentile(values, 0.9))
+    assert not calls
+    # Later intervals that move p90 out of its window: the missed key is replayed, once, and the rank is exact.
+    values += [500.0 + i for i in range(6_000)]
+    got.values.extend(values[20_000:])
+    assert got.percentile(0.9) == percentile(values, 0.9)
+    assert len(calls) == 1
+
+
+def test_a_storm_folded_past_its_budget_reports_what_it_reports_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The model's run with a budget of 500 intervals (and none kept near p90: a replay) against it whole."""
+    scenario = resolve_flags(entries="16M", pods="50", horizon="1h")
+    whole = Model(scenario).run()
+    assert len(whole.retry_intervals) > 1_000 and not whole.retry_intervals.folded
+    for window in (0.02, 0.0):
+        monkeypatch.setattr(intervals, "BUDGET", 500)
+        monkeypatch.setattr(intervals, "WINDOW", window)
+        folded = Model(scenario).run()
+        assert folded.retry_intervals.folded
+        assert json.dumps(folded.to_dict()) == json.dumps(whole.to_dict())
