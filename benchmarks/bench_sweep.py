@@ -22,7 +22,8 @@ import time
 
 from bench_run import bare_retries
 
-from ctsim.capacity.sweep import points, run_point, sweep
+from ctsim.capacity.sweep import Point, points, run_point, sweep
+from ctsim.inputs.given import parse_given
 from ctsim.inputs.scenario import resolve_flags
 from ctsim.sim.model import simulate
 
@@ -47,7 +48,7 @@ def main() -> None:
         seconds = float("inf")
         for _ in range(3):  # the fastest pass: a neighbour on this shared VM only ever slows one
             start = time.process_time()
-            rows = [run_point(flags) for flags in grid]
+            rows = [run_point(Point(parse_given(**flags), flags)) for flags in grid]  # parsed as sweep does
             seconds = min(seconds, time.process_time() - start)
         verdicts = {v: sum(r["verdict"] == v for r in rows) for v in ("ok", "degraded", "collapse")}
         print(f"{name:>44}: {len(rows) / seconds:6.1f} runs/s/core  ({len(rows)} runs, {verdicts})")
