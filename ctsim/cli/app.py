@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import gc
 import sys
 import time
 from collections.abc import Iterator
@@ -101,11 +102,14 @@ def run(
         _check_plot(plot, "--plot")
     _check_cluster(replications, scheduler, single=True)
     model = Model(scenario, trace_every=scenario.horizon / 600 if plot else None)
-    result = _with_progress(lambda progress: model.run(progress=progress)) if _long(scenario) else model.run()
+    result = _with_progress(model.run) if _long(scenario) else model.run()
     if plot:
         from ctsim.cli.plots import drift_of
 
         drift_of(model, result, plot, title=f"{scenario.preset}: {scenario.churn.describe()} churn")
+    del model  # its node, events and processes: only the result is read from here on
+    if _long(scenario):
+        gc.collect()  # their reference cycles, before the mitigations build their own
     mitigations = []
     if result.verdict != Verdict.OK:
         from ctsim.capacity.mitigations import simulate_mitigations

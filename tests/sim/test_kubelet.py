@@ -29,6 +29,22 @@ def test_a_peek_is_the_next_draw_across_blocks(seed: int, steps: list[bool]) -> 
             expected = reference.random()
 
 
+@given(seed=st.integers(0, 2**64), steps=st.lists(st.sampled_from(["draw", "peek", "release"]), max_size=600))
+def test_a_released_stream_goes_on_where_it_was(seed: int, steps: list[str]) -> None:
+    """A finished run frees its pods' drawn-ahead blocks: what they would draw next must not change."""
+    reference, draws = random.Random(seed), Draws(seed)
+    expected = reference.random()
+    for step in steps:
+        if step == "release":
+            draws.release()
+            assert len(draws._block) == 0
+        elif step == "peek":
+            assert draws.peek() == expected
+        else:
+            assert draws.random() == expected
+            expected = reference.random()
+
+
 def test_a_long_stream_stays_the_same_in_blocks_of_bounded_size() -> None:
     """Two days of retries draw thousands of values: every block past the cap is re-seeded, never longer."""
     reference, draws = random.Random(11), Draws(11)
