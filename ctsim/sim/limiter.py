@@ -34,6 +34,7 @@ class APILimiter:
         self.env = env
         self.core = LimiterCore(name, params)
         self.semaphore = WeightedSemaphore(WAIT_SEMAPHORE_RESOLUTION)
+        self.granted_at = -1.0  # when a waiting call was last granted a slot (``parking`` asks)
 
     def has_room(self) -> bool:
         """A request scheduled now would get a slot at once."""
@@ -184,6 +185,7 @@ class Call(simpy.Event):
 
     def granted(self) -> None:
         ctx = self._ctx
+        self.limiter.granted_at = self.env.now
         # The request goes on: its client's deadline counts again. Without a token to wait for, the
         # request is admitted in this instant, and a deadline after it matters only if the handler waits.
         if self.limiter.core.bucket is not None or not isinstance(ctx, Deadline) or ctx.at <= self.env.now:

@@ -38,7 +38,7 @@ from ctsim.sim.cni import Arrived, add_call, del_call
 from ctsim.sim.endpoint import Sandbox, has_endpoint
 from ctsim.sim.limiter import Call
 from ctsim.sim.node import Node
-from ctsim.sim.pod import ADD, BACK_OFF, BACKOFF, BACKOFF_JITTER, DEL_AFTER_ADD, DEL_STALE, Pod, Step, jitter
+from ctsim.sim.pod import ADD, BACK_OFF, BACKOFF, BACKOFF_JITTER, DEL_AFTER_ADD, DEL_STALE, Pod, Step, backoff, jitter
 from ctsim.sim.semaphore import ARRIVALS, Waiter
 
 WAIT = BACK_OFF  # a parked pod's phase while it backs off until ``t``; then ``step``
@@ -108,7 +108,9 @@ class Parking:
         self.create.semaphore.lazy = _LazyQueue(self, CREATE)
         self.delete.semaphore.lazy = _LazyQueue(self, DELETE)
         self._wake_at: float | None = None
-        self.parks = self.unparks = self.wakes = self.crowd_parks = 0  # how parking went (tests, benchmarks)
+        self._unnumbered: list[Parked] = []  # ADDs played at a grant, numbered once this instant's arrivals are
+        # How parking went (tests, benchmarks); ``answered``: grants answered without a process.
+        self.parks = self.unparks = self.wakes = self.crowd_parks = self.answered = 0
 
     @staticmethod
     def applies(node: Node, deadline_s: float) -> bool:
@@ -280,6 +282,8 @@ class Parking:
 
     def first(self, queue: str) -> tuple[tuple[float, int], int] | None:
         """The earliest parked call still waiting in ``queue``'s semaphore: (its order, weight)."""
+        if self._unnumbered and queue == CREATE:
+            self._number()
         waiting, now = self._queued[queue], self.env.now
         while waiting:
             end, key, p = waiting[0]
@@ -288,12 +292,91 @@ class Parking:
             waiting.popleft()
         return None
 
-    def take(self, queue: str) -> Call:
-        """The earliest parked call queued in ``queue``'s limiter, granted a slot now: its pod resumes."""
+    def take(self, queue: str) -> Call | None:
+        """The earliest parked call queued in ``queue``'s limiter, granted a slot now: its pod resumes.
+
+        None where the grant is answered in this instant and the pod stays
+        parked (``_answered_at_grant``): the slot is free again.
+        """
         _, _, p = self._queued[queue].popleft()
+        if queue == DELETE and self._answered_at_grant(p):
+            return None
         call = self._resume(p)
         assert call is not None
         return call  # granted at once: it never waits for a slot again (no ``wait_for_slot``)
+
+    def _answered_at_grant(self, p: Parked) -> bool:
+        """A parked DEL granted a slot is answered 404, and its pod's next step played, without a process.
+
+        As a process the DEL would be admitted two hops later, answered
+        404 (no endpoint: ``delete_endpoint_handler``), give its slot to the
+        next waiter, and its pod would go on at this instant: from a stale
+        sandbox's DEL to a new ADD, which queues (endpoint-create has no free
+        slot); from the teardown's DEL to a back-off, which parks. The grants
+        of one release form a cascade at one instant, each granted when the
+        one before gives back its slot, so their ADDs arrive in grant order,
+        and ``max_wait`` refuses them together, at one later instant, in that
+        order. Played here, they are keyed in grant order, so ``settle``
+        refuses them in the same one. A process's ADD at this instant comes
+        first, though: the pod whose DEL freed the slot, torn down, sends its
+        ADD two hops after the release, before the first granted DEL has
+        been answered. So the played ADDs take their arrival numbers only
+        when one is next read (``_number``): a create slot granted, or the
+        pod taken back, after that ADD.
+
+        That holds only where nothing but parked DELs shares the cascade:
+        no process granted an endpoint-delete slot at this instant and none
+        queued for one (its ADD would arrive, and be refused, between played
+        ones, or after them when played ones came first), the slot weights
+        unchanged (a re-tune at this release unparks every pod in pod
+        order), no token to wait for, and the DEL's context not ending now.
+        Else the pod resumes as a process and the grant goes on as events.
+        """
+        now = self.env.now
+        delete = self.delete
+        sandbox = p.stale if p.phase is DEL_STALE else p.sandbox
+        if (
+            delete.core.bucket is not None
+            or delete.granted_at == now
+            or delete.semaphore.waiting
+            or p.end <= now
+            or (sandbox is not None and has_endpoint(sandbox))
+            or (self.create.core.slot_weight, delete.core.slot_weight) != self._weights
+            or self._create_has_room()
+        ):
+            return False
+        self.answered += 1
+        pod, counters = p.pod, self.node.counters
+        delete.core.requests_processed += 1  # admitted and ended with Error(): in flight for no time
+        counters.del_404 += 1
+        if p.phase is DEL_STALE:  # torn down: a new sandbox's ADD at once (``kubelet.pod_worker``)
+            p.stale, pod.stale_sandbox = None, False
+            if pod.attempts:
+                self.node.retry_intervals.append(now - pod.last_attempt_at)
+            pod.attempts += 1
+            pod.last_attempt_at = now
+            p.sandbox = Sandbox(pod.index, pod.attempts)
+            counters.add_attempts += 1
+            create = self.create.core
+            create.requests_scheduled += 1  # ``schedule_played()``
+            p.phase, p.arrived, p.t = ADD, now, (end := now + self.max_wait)
+            p.end, p.mean, p.weight, p.number = end, create.mean_processing, create.slot_weight, -1
+            self._unnumbered.append(p)
+            p.key = key = next(self._keys)
+            self._refusals.append((end, key, p))
+            self._queued[CREATE].append((end, key, p))
+        else:  # the teardown's DEL: a back-off, then the next sync
+            p.phase, p.step = WAIT, DEL_STALE if p.stale is not None else ADD
+            p.t = t = now + backoff(pod.rng) / self._time_scale
+            p.key = key = next(self._keys)
+            heappush(self._due, (t, key, p))
+        return True
+
+    def _number(self) -> None:
+        """Arrival numbers for the ADDs played at grants, in grant order (see ``_answered_at_grant``)."""
+        for p in self._unnumbered:
+            p.number = next(ARRIVALS)
+        self._unnumbered.clear()
 
     def changed(self) -> None:
         """After a request finished: new slot weights end all parking; a free endpoint-create slot wakes pods.
@@ -368,6 +451,8 @@ class Parking:
 
     def _resume(self, p: Parked) -> Call | None:
         """Makes ``p``'s pod a process again where it is now; returns its call if one is queued."""
+        if p.number < 0:
+            self._number()
         del self.parked[p.pod.index]
         p.key = 0
         if p.phase is not WAIT and p.phase is not ADD and p.end < self.env.now:
@@ -404,7 +489,7 @@ class _LazyQueue:
     def first(self) -> tuple[tuple[float, int], int] | None:
         return self.parking.first(self.queue)
 
-    def take(self) -> Waiter:
+    def take(self) -> Waiter | None:
         return self.parking.take(self.queue)
 
     def changed(self) -> None:

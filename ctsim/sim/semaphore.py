@@ -31,15 +31,16 @@ class LazyQueue(Protocol):
     The semaphore calls ``settle`` before its state changes (so what was
     played so far saw the state it had), asks ``first`` for the earliest such
     waiter still queued (its order, weight) when it has room to grant, and
-    ``take``s it as a real waiter; the limiter calls ``changed`` after a
-    request finished.
+    ``take``s it as a real waiter (or None: it was answered in the instant
+    of its grant, and its slot is free again); the limiter calls ``changed``
+    after a request finished.
     """
 
     def settle(self) -> None: ...
 
     def first(self) -> tuple[tuple[float, int], int] | None: ...
 
-    def take(self) -> Waiter: ...
+    def take(self) -> Waiter | None: ...
 
     def changed(self) -> None: ...
 
@@ -107,7 +108,11 @@ class WeightedSemaphore:
                     break
                 self.cur += parked[1]
                 assert lazy is not None
-                lazy.take().granted()
+                waiter = lazy.take()
+                if waiter is None:  # granted and answered in this instant: the slot is back
+                    self.cur -= parked[1]
+                else:
+                    waiter.granted()
                 continue
             if not waiters:
                 break
