@@ -23,30 +23,32 @@ MAX_INTERVAL = 3600.0  # the conntrack-gc-max-interval offered
 
 
 class Mitigation:
-    """One setting, what the model says it does to this run's burst, and its cost."""
+    """One setting, what the model says it does to this run's burst, and its cost.
 
-    __slots__ = ("action", "argv", "cost", "flag", "result")
+    It keeps the figures the advice prints, not the run: a mitigation of a
+    100,000-pod storm would otherwise hold its 100,000 pods while the next
+    one is simulated.
+    """
+
+    __slots__ = ("action", "argv", "cost", "counters", "flag", "pods", "pods_ready", "resolved_at", "verdict")
 
     def __init__(self, flag: str, action: str, result: Result, cost: str, argv: list[str]) -> None:
-        self.flag, self.action, self.result, self.cost = flag, action, result, cost
+        self.flag, self.action, self.cost = flag, action, cost
         # The flags that, added after the run's own, make ``ctsim run`` play this mitigation: its figures exactly.
         self.argv = [*argv, "--horizon", HORIZON]
-
-    @property
-    def resolved_at(self) -> float | None:
-        """When every pod was Ready (None: not within ``HORIZON``)."""
-        return self.result.recovered_at
+        self.verdict, self.pods, self.pods_ready = result.verdict, len(result.pods), result.pods_ready
+        self.resolved_at = result.recovered_at  # when every pod was Ready (None: not within ``HORIZON``)
+        self.counters = result.counters
 
     def to_dict(self) -> dict[str, Any]:
-        r = self.result
         return {
             "flag": self.flag,
             "argv": self.argv,
             "action": self.action,
-            "verdict": r.verdict,
-            "all_ready_s": r.recovered_at,
-            "pods_ready": r.pods_ready,
-            "add_429": r.counters.add_429,
+            "verdict": self.verdict,
+            "all_ready_s": self.resolved_at,
+            "pods_ready": self.pods_ready,
+            "add_429": self.counters.add_429,
             "cost": self.cost,
         }
 
@@ -114,6 +116,7 @@ def simulate_mitigations(s: Scenario) -> list[Mitigation]:
         cost = "an upgrade" if upgrade else _gc_cost(r)
         action = f"{c.action}; walk rate {r.scenario.rate_source}" if upgrade else c.action
         found.append(Mitigation(c.flag, action, r, cost, c.argv))
+        del r  # only its figures are kept: its pods go before the next is built
     found.sort(key=lambda m: (m.resolved_at is None, m.resolved_at or 0.0))
     return found
 
@@ -123,11 +126,10 @@ def describe(m: Mitigation, named: bool = True) -> str:
 
     Its verdict is said: a mitigation whose burst still collapses first is not hidden behind "all Ready".
     """
-    r = m.result
-    n = len(r.pods)
+    n = m.pods
     if m.resolved_at is None:
-        what = f"{r.pods_ready}/{n} Ready after {HORIZON}"
+        what = f"{m.pods_ready}/{n} Ready after {HORIZON}"
     else:
         what = f"all {n} Ready by {format_duration(m.resolved_at)}"
-    how = " at the first attempt, ok" if r.verdict == Verdict.OK else f", {r.verdict}"
+    how = " at the first attempt, ok" if m.verdict == Verdict.OK else f", {m.verdict}"
     return f"{m.flag + ': ' if named else ''}{what}{how} ({m.cost})"
