@@ -41,6 +41,10 @@ the targets' bare loop leaves out (about 14 % more at 50 pods, 23 % at
 5,000). Beside each target's ratio, the same ratio against the bare loop of
 every retry the command plays is printed, with no target of its own.
 
+It prints, too, how many SimPy events the model schedules per CNI ADD
+attempt (counted in this process) in a burst that does not collapse (the
+standard node, 50 pods) and in the main job; no target.
+
 The ctsim package is compiled to bytecode first: with PYTHONDONTWRITEBYTECODE
 set, every run would compile it again and count that.
 """
@@ -63,6 +67,7 @@ PY = sys.executable
 CTSIM = [PY, "-m", "ctsim"]
 # What the main job imports: its cli, the model, its advice and its report pull in every module it loads.
 MAIN_JOB_IMPORTS = "ctsim.cli.app, ctsim.sim.model, ctsim.capacity.mitigations, ctsim.cli.report"
+MAIN_JOB_FLAGS = {"entries": "16M", "pods": "50"}
 DRIFT = ["--entries", "0", "--max-entries", "16Mi", "--churn", "50000/min for 8h, 500/min for 16h"]
 CASES: dict[str, list[str]] = {
     "floor": [PY, "-c", "import simpy, typer, rich"],
@@ -133,8 +138,8 @@ def mitigation_retries(printed: str, pods: int) -> int:
 
     shown = {m["flag"]: m["add_429"] for m in json.loads(printed)["advice"]["mitigations"]}
     played = simulate_mitigations(resolve_flags(entries="16M", pods=str(pods)))
-    assert {m.flag: m.result.counters.add_429 for m in played} == shown, "not the run's own mitigations"
-    return sum(m.result.counters.add_attempts + m.result.counters.del_calls for m in played)
+    assert {m.flag: m.counters.add_429 for m in played} == shown, "not the run's own mitigations"
+    return sum(m.counters.add_attempts + m.counters.del_calls for m in played)
 
 
 def line(label: str, value: float, target: str) -> None:
@@ -156,6 +161,24 @@ def against_bare(label: str, pods: int, cpu: float, printed: str, floor: float, 
         both = min(bare_retries(pods, steps) + bare_retries(pods, more) for _ in range(3))
         print(f"  {label}: its mitigations' {more:,} retries besides: bare loop of all {both:.2f} s")
         line(f"{label} / bare loop of all", cpu / both, "no target: every retry the command plays")
+
+
+def events_per_attempt(**flags: str) -> tuple[int, int]:
+    """(SimPy events scheduled, CNI ADD attempts) of one model run of ``flags``, in this process."""
+    from ctsim.inputs.scenario import resolve_flags
+    from ctsim.sim.model import Model
+
+    model = Model(resolve_flags(**flags))  # type: ignore[arg-type]
+    env, scheduled = model.env, [0]
+    schedule = env.schedule
+
+    def counting(*args: object, **kwargs: object) -> None:
+        scheduled[0] += 1
+        schedule(*args, **kwargs)  # type: ignore[arg-type]
+
+    env.schedule = counting  # type: ignore[method-assign]
+    model.run()
+    return scheduled[0], model.node.counters.add_attempts
 
 
 def spin(n: int) -> list[subprocess.Popen[bytes]]:
@@ -214,6 +237,9 @@ def measured(repeats: int, large: bool) -> None:
     line("365-day drift / main job", c["365-day drift"] / main_job, "target <= 2x")
     line("ctsim plan / main job", c["ctsim plan"] / main_job, "target <= 2x")
     line("16Mi table / 16Ki table", c["16Mi table"] / c["16Ki table"], "16Mi collapses and plays until resolved")
+    for label, flags in (("non-collapsing", {"preset": "standard", "pods": "50"}), ("main job", MAIN_JOB_FLAGS)):
+        events, attempts = events_per_attempt(**flags)
+        print(f"  events per ADD attempt, {label}: {events / attempts:.2f} ({events:,} for {attempts:,}; no target)")
     p500, p5000 = (min(pods_cpu[n]) for n in (500, 5000))
     line("5,000 pods / floor", p5000 / floor, "no target")
     line("5,000 pods / 500 pods", p5000 / p500, "~10x when linear")
