@@ -114,6 +114,27 @@ def test_a_window_that_holds_the_percentiles_needs_no_replay(monkeypatch: pytest
     assert len(calls) == 1
 
 
+def test_a_storm_that_settles_after_its_first_fold_needs_no_replay(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As 100,000 pods: the first intervals spread wide, the later ones narrow; the first fold's p90 lies far above.
+
+    The final percentiles lie between where all intervals so far place
+    them and where the latest do, so a window spanning both holds them.
+    """
+    monkeypatch.setattr(intervals, "BUDGET", 8_000)
+    rng = random.Random(2)
+    values = [10.0 + 90.0 * rng.random() for _ in range(4_000)] + [72.0 + 2.0 * rng.random() for _ in range(16_000)]
+    calls: list[frozenset[int]] = []
+    got = RetryIntervals()
+    got.replay = _replayed(values, calls)
+    for i in range(0, 20_000, 1_000):
+        got.values.extend(values[i : i + 1_000])
+        got.fold()
+    assert got.folded and len(got._kept) < len(values) / 2
+    assert percentile(values[:9_000], 0.9) > 78.0 > percentile(values, 0.9)  # p90 moved as the storm settled
+    assert (got.percentile(0.5), got.percentile(0.9)) == (percentile(values, 0.5), percentile(values, 0.9))
+    assert not calls
+
+
 def test_a_storm_folded_past_its_budget_reports_what_it_reports_whole(monkeypatch: pytest.MonkeyPatch) -> None:
     """The model's run with a budget of 500 intervals (and none kept near p90: a replay) against it whole."""
     scenario = resolve_flags(entries="16M", pods="50", horizon="1h")
