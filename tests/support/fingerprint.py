@@ -2,11 +2,15 @@
 
     python -m tests.support.fingerprint -o now.json            # this tree
     python -m tests.support.fingerprint --against REV          # this tree and REV (a git worktree), compared
+    python -m tests.support.fingerprint --parking off --against REV   # this tree with parking off, and REV
 
 Each invocation runs ``python -m ctsim ARGS`` in-process (``runpy``, so the
 same line works whatever the package's layout) in a forked worker, with
 stdout, stderr and the exit code hashed together. The set: ``varied_runs``
 as ``--json`` and as text, plans on several nodes, and small sweeps.
+``--parking`` plays this tree's runs with parking off (every step as
+events) or eager (wherever it may, not only where it pays); REV's always
+park as shipped, so each must give the same bytes.
 """
 
 from __future__ import annotations
@@ -74,11 +78,23 @@ def _one(args: list[str]) -> tuple[str, str]:
     return " ".join(args), digest
 
 
-def fingerprint(n: int) -> dict[str, str]:
+def _parking(mode: str) -> None:
+    """In a worker: parking as ``mode`` says for every model it builds (and every pool it forks)."""
+    from ctsim.sim.parking import Parking
+
+    if mode == "off":  # as ``Model(parking=False)``
+        Parking.applies = staticmethod(lambda node, deadline_s: False)  # type: ignore[method-assign]
+    elif mode == "eager":
+        Parking.worth_it = lambda self, pod: True  # type: ignore[method-assign]
+
+
+def fingerprint(n: int, parking: str = "on") -> dict[str, str]:
     os.environ.update(COLUMNS="160", NO_COLOR="1", TERM="dumb")
     # Not multiprocessing.Pool: its workers are daemons, and sweeps and replications start pools of their own.
     context = multiprocessing.get_context("fork")
-    with concurrent.futures.ProcessPoolExecutor(os.cpu_count() or 1, mp_context=context) as pool:
+    workers, mode = os.cpu_count() or 1, (parking,)
+    pool = concurrent.futures.ProcessPoolExecutor(workers, mp_context=context, initializer=_parking, initargs=mode)
+    with pool:
         return dict(pool.map(_one, invocations(n)))
 
 
@@ -100,9 +116,10 @@ def main() -> None:
     parser.add_argument("-n", type=int, default=900, help="varied runs (each as --json; a third also as text)")
     parser.add_argument("-o", "--output", type=Path, help="write {invocation: sha256} here")
     parser.add_argument("--against", metavar="REV", help="also fingerprint REV and compare")
+    parser.add_argument("--parking", choices=("on", "off", "eager"), default="on", help="this tree's parking")
     args = parser.parse_args()
     sys.path.insert(0, os.getcwd())
-    now = fingerprint(args.n)
+    now = fingerprint(args.n, args.parking)
     if args.output:
         args.output.write_text(json.dumps(now, indent=0, sort_keys=True))
     if not args.against:
@@ -111,7 +128,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         then = _at(args.against, args.n, Path(tmp) / "then.json")
     differ = sorted(k for k in now if then.get(k) != now[k])
-    print(f"{len(now)} invocations, {len(now) - len(differ)} identical to {args.against}, {len(differ)} differ")
+    same = len(now) - len(differ)
+    print(f"{len(now)} invocations (parking {args.parking}), {same} identical to {args.against}, {len(differ)} differ")
     for k in differ:
         print(f"  differs: ctsim {k}")
     sys.exit(1 if differ else 0)
