@@ -61,6 +61,8 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.support, as bench_fleet
+
 from ctsim.sim.pod import Draws, jitter
 
 PY = sys.executable
@@ -167,18 +169,10 @@ def events_per_attempt(**flags: str) -> tuple[int, int]:
     """(SimPy events scheduled, CNI ADD attempts) of one model run of ``flags``, in this process."""
     from ctsim.inputs.scenario import resolve_flags
     from ctsim.sim.model import Model
+    from tests.support.scenarios import scheduled
 
     model = Model(resolve_flags(**flags))  # type: ignore[arg-type]
-    env, scheduled = model.env, [0]
-    schedule = env.schedule
-
-    def counting(*args: object, **kwargs: object) -> None:
-        scheduled[0] += 1
-        schedule(*args, **kwargs)  # type: ignore[arg-type]
-
-    env.schedule = counting  # type: ignore[method-assign]
-    model.run()
-    return scheduled[0], model.node.counters.add_attempts
+    return scheduled(model), model.node.counters.add_attempts
 
 
 def spin(n: int) -> list[subprocess.Popen[bytes]]:

@@ -94,16 +94,22 @@ def test_a_folded_run_gives_the_sorted_lists_ranks(
     assert all(calls), "a replay is asked for keys it lacks, never for nothing"
 
 
+def _folded(values: list[float], piece: int) -> tuple[RetryIntervals, list[frozenset[int]]]:
+    """``values`` appended ``piece`` at a time, folded after each; and the replays asked for."""
+    calls: list[frozenset[int]] = []
+    got = RetryIntervals()
+    got.replay = _replayed(values, calls)
+    for i in range(0, len(values), piece):
+        got.values.extend(values[i : i + piece])
+        got.fold()
+    return got, calls
+
+
 def test_a_window_that_holds_the_percentiles_needs_no_replay(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(intervals, "BUDGET", 5_000)
     rng = random.Random(1)
     values = [10.0 + 90.0 * rng.random() for _ in range(20_000)]  # the same spread all along: p50, p90 stay put
-    calls: list[frozenset[int]] = []
-    got = RetryIntervals()
-    got.replay = _replayed(values, calls)
-    for i in range(0, 20_000, 2_500):
-        got.values.extend(values[i : i + 2_500])
-        got.fold()
+    got, calls = _folded(values, 2_500)
     assert got.folded and len(got._kept) < len(values)  # a fold keeps a part
     assert (got.percentile(0.5), got.percentile(0.9)) == (percentile(values, 0.5), percentile(values, 0.9))
     assert not calls
@@ -123,12 +129,7 @@ def test_a_storm_that_settles_after_its_first_fold_needs_no_replay(monkeypatch: 
     monkeypatch.setattr(intervals, "BUDGET", 8_000)
     rng = random.Random(2)
     values = [10.0 + 90.0 * rng.random() for _ in range(4_000)] + [72.0 + 2.0 * rng.random() for _ in range(16_000)]
-    calls: list[frozenset[int]] = []
-    got = RetryIntervals()
-    got.replay = _replayed(values, calls)
-    for i in range(0, 20_000, 1_000):
-        got.values.extend(values[i : i + 1_000])
-        got.fold()
+    got, calls = _folded(values, 1_000)
     assert got.folded and len(got._kept) < len(values) / 2
     assert percentile(values[:9_000], 0.9) > 78.0 > percentile(values, 0.9)  # p90 moved as the storm settled
     assert (got.percentile(0.5), got.percentile(0.9)) == (percentile(values, 0.5), percentile(values, 0.9))

@@ -19,6 +19,7 @@ from ctsim.kernel.emulate import scale
 from ctsim.sim.limiter import Call
 from ctsim.sim.model import Model
 from ctsim.sim.parking import Parking
+from tests.support.scenarios import scheduled
 
 scenarios = st.fixed_dictionaries(
     {
@@ -160,27 +161,13 @@ def test_the_cascade_is_played_only_where_no_process_shares_it(monkeypatch: pyte
     assert parked != played
 
 
-def _events(model: Model) -> int:
-    """Runs the model, counting the events it schedules."""
-    env, scheduled = model.env, [0]
-    schedule = env.schedule
-
-    def counting(*args: object, **kwargs: object) -> None:
-        scheduled[0] += 1
-        schedule(*args, **kwargs)  # type: ignore[arg-type]
-
-    env.schedule = counting  # type: ignore[method-assign]
-    model.run()
-    return scheduled[0]
-
-
 def test_a_collapse_is_mostly_parked() -> None:
     """The incident's hour: most of its DELs and ADDs are played, not run as events.
 
     989 events against 6,264; 1,834 while each granted DEL became a process again.
     """
     scenario = resolve_flags(entries="16M", pods="50", horizon="1h")
-    parked, played = _events(Model(scenario)), _events(Model(scenario, parking=False))
+    parked, played = scheduled(Model(scenario)), scheduled(Model(scenario, parking=False))
     assert parked < played / 5
 
 

@@ -5,12 +5,26 @@ from __future__ import annotations
 import random
 
 from ctsim.inputs.scenario import resolve_flags
-from ctsim.sim.model import simulate
+from ctsim.sim.model import Model, simulate
 from ctsim.sim.result import Result
 
 
 def run(**flags: object) -> Result:
     return simulate(resolve_flags(**flags))  # type: ignore[arg-type]
+
+
+def scheduled(model: Model) -> int:
+    """Runs ``model``, counting the SimPy events it schedules (tests, ``benchmarks/bench_run.py``)."""
+    env, count = model.env, [0]
+    schedule = env.schedule
+
+    def counting(*args: object, **kwargs: object) -> None:
+        count[0] += 1
+        schedule(*args, **kwargs)  # type: ignore[arg-type]
+
+    env.schedule = counting  # type: ignore[method-assign]
+    model.run()
+    return count[0]
 
 
 def varied_runs(n: int, seed: int = 20261201) -> list[list[str]]:
