@@ -373,9 +373,14 @@ class Parking:
         return True
 
     def _number(self) -> None:
-        """Arrival numbers for the ADDs played at grants, in grant order (see ``_answered_at_grant``)."""
+        """Arrival numbers for the ADDs played at grants, in grant order (see ``_answered_at_grant``).
+
+        One that ``settle`` has played on since (refused, a DEL queued with
+        a number of its own) keeps what it has.
+        """
         for p in self._unnumbered:
-            p.number = next(ARRIVALS)
+            if p.number < 0:
+                p.number = next(ARRIVALS)
         self._unnumbered.clear()
 
     def changed(self) -> None:
