@@ -77,6 +77,11 @@ def render_emulation(report: Emulation, console: Console | None = None) -> None:
         f"Walker: {paced.headroom:.1f}x headroom over its paced rate, scheduled {paced.walker_scheduling}"
         + (" (not root: busy neighbours can slow it)" if paced.walker_scheduling != "SCHED_FIFO" else "")
     )
+    e = report.emulated
+    console.print(
+        f"Agent threads: scheduled {e.thread_scheduling}; stalled {e.stalled_s:.2f} s in all"
+        + (f" (worst {e.max_stall_s:.2f} s): latencies can differ from the model's by that much" if e.stalled_s else "")
+    )
     table = Table("pod", "emulated", "simulated", "emulated s", "simulated s")
     for row in report.pods:
         table.add_row(

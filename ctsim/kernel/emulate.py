@@ -12,6 +12,7 @@ scaled scenario, and the two are compared pod by pod.
 
 from __future__ import annotations
 
+import gc
 import math
 import time
 from dataclasses import asdict, dataclass, replace
@@ -98,17 +99,26 @@ class Emulated:
     max_overrun: float
     walker_scheduling: str
     setup_s: float  # forking the walker and its pipes, before t=0
+    thread_scheduling: str  # the agent's threads' policy
+    stalled_s: float  # how long, in all, the emulation could not run on time (``StallWatch``)
+    max_stall_s: float
 
 
 def emulate(s: Scenario, maps: list[BPFMap]) -> Emulated:
     """Runs the scaled scenario ``s`` (see ``scale``) on ``maps``; returns per-pod outcomes."""
     clock = Clock()
     node = EmulatedNode(s, maps, clock)
+    # No cyclic collection while the clock runs: a full pass over a large caller's heap
+    # (a test suite's, a notebook's) holds the GIL for tenths of a second, which no node does.
+    collecting = gc.isenabled()
+    gc.collect()
+    gc.disable()
     # t=0 is when the node is ready: forking the walker can take a second on a loaded
     # machine, and a clock that ran meanwhile would push the pods' timeouts past the horizon.
     setup_s = clock.start()
     try:
         horizon = s.clock.horizon
+        node.spawn(node.stalls.run, node.stop)
         node.spawn(node.gc_loop)
         pods = []
         for i in range(s.pods):
@@ -123,6 +133,8 @@ def emulate(s: Scenario, maps: list[BPFMap]) -> Emulated:
         for t in list(node.threads):
             t.join(timeout=30)
         node.close()
+        if collecting:
+            gc.enable()
     if node.failure is not None:
         raise WorkFailed(f"an emulated agent thread died, so the counts are not the emulation's: {node.failure}")
     return Emulated(
@@ -136,6 +148,9 @@ def emulate(s: Scenario, maps: list[BPFMap]) -> Emulated:
         max_overrun=node.max_overrun,
         walker_scheduling=node.walker_scheduling,
         setup_s=setup_s,
+        thread_scheduling=node.thread_scheduling,
+        stalled_s=node.stalls.stalled_s,
+        max_stall_s=node.stalls.worst_s,
     )
 
 
@@ -221,6 +236,9 @@ class Emulation:
                 "walks_overran": e.walks_overran,
                 "max_overrun_s": e.max_overrun,
                 "setup_s": e.setup_s,
+                "thread_scheduling": e.thread_scheduling,
+                "stalled_s": e.stalled_s,
+                "max_stall_s": e.max_stall_s,
                 "failures": [[(round(t, 3), str(o)) for t, o in p.failures] for p in e.pods],
             },
             "simulated": {

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
-import os
 import signal
 import struct
 import threading
@@ -27,7 +26,7 @@ from ctsim.core.rate import Cancelled, TooManyRequests, scaled
 from ctsim.inputs.scenario import Scenario
 from ctsim.kernel.bpf import BPF_MAP_TYPE_LRU_HASH, BPFMap
 from ctsim.kernel.calibrate import FILL_CHUNK, ct_key
-from ctsim.kernel.threads import Clock, ThreadFIFOLock, ThreadLimiter
+from ctsim.kernel.threads import Clock, StallWatch, ThreadFIFOLock, ThreadLimiter, realtime
 from ctsim.sim.cni import AddOutcome
 from ctsim.sim.pod import backoff
 
@@ -91,11 +90,7 @@ def _walker(conn: Connection, maps: list[BPFMap], rate: float, delete_seconds: f
     which policy it got.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's: it closes the pipe
-    try:
-        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
-        conn.send("SCHED_FIFO")
-    except (AttributeError, OSError):  # not root, or no real-time scheduling here
-        conn.send("SCHED_OTHER")
+    conn.send(realtime())
     while True:
         try:
             request = conn.recv()
@@ -151,6 +146,8 @@ class EmulatedNode:
         self.failure: str | None = None  # the first thread that died, and why
         self._arrivals = threading.Condition()
         self._arrived = 0  # pods whose first ADD has entered endpoint-create
+        self.stalls = StallWatch()
+        self.thread_scheduling = "unknown"  # what the agent's threads got (``realtime``), set by the first
         # Walks run in a process of their own, forked before any thread starts:
         # the agent walks on its own core, not under this process's GIL.
         ctx = multiprocessing.get_context("fork")
@@ -179,10 +176,22 @@ class EmulatedNode:
             self.counts[key] += 1
 
     def spawn(self, fn: Callable[..., None], *args: object) -> threading.Thread:
-        t = threading.Thread(target=self._guard, args=(fn, *args), daemon=True)
+        t = threading.Thread(target=self._realtime_guard, args=(fn, *args), daemon=True)
         self.threads.append(t)
         t.start()
         return t
+
+    def _realtime_guard(self, fn: Callable[..., None], *args: object) -> None:
+        """Each new thread first asks for real-time scheduling, as the walker does.
+
+        The agent's wake-ups (limiter, lock, regeneration, CNI reply) then keep
+        their time beside busy processes too. Only threads the node started
+        ask: the caller's own thread keeps its policy.
+        """
+        policy = realtime()
+        if self.thread_scheduling == "unknown":
+            self.thread_scheduling = policy
+        self._guard(fn, *args)
 
     def _guard(self, fn: Callable[..., None], *args: object) -> None:
         """A thread that dies stops the node: counts a thread short are not the emulation's (``failure``)."""

@@ -8,6 +8,7 @@ clock-free ``ctsim.core.rate.LimiterCore``.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections import deque
@@ -21,6 +22,48 @@ from ctsim.core.rate import (
     LimiterCore,
     TooManyRequests,
 )
+
+
+def realtime() -> str:
+    """Puts the calling thread under ``SCHED_FIFO`` at the lowest real-time priority, where allowed.
+
+    Busy processes beside an emulation then cannot delay its wake-ups. Its
+    threads and its walker mostly sleep, and the kernel caps real-time tasks
+    at 95 % of a core anyway, so they cannot take the machine. Returns the
+    policy the caller got (``SCHED_OTHER`` when not root).
+    """
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))  # 0: this thread, not the process
+    except (AttributeError, OSError):
+        return "SCHED_OTHER"
+    return "SCHED_FIFO"
+
+
+class StallWatch:
+    """How long the emulation could not run when it should have: its own lateness, measured.
+
+    A thread sleeps ``TICK`` at a time and adds up what each sleep overshot by
+    more than ``MIN`` (a host that starves the VM, a neighbour the scheduler
+    preferred). A pod's latency can differ from the model's by that much
+    without the model being wrong, and the report says how much there was.
+    """
+
+    TICK = 0.005
+    MIN = 0.02  # overshoots below this are ordinary wake-up latency, counted by no one
+
+    def __init__(self) -> None:
+        self.stalled_s = 0.0
+        self.worst_s = 0.0
+
+    def run(self, stop: threading.Event) -> None:
+        while True:
+            start = time.monotonic()
+            if stop.wait(self.TICK):
+                return
+            late = time.monotonic() - start - self.TICK
+            if late > self.MIN:
+                self.stalled_s += late
+                self.worst_s = max(self.worst_s, late)
 
 
 class Clock:

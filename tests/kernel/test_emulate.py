@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import statistics
 import subprocess
 import time
@@ -40,8 +41,12 @@ def rates() -> tuple[float, float]:
 # lock, regeneration sleep, CNI reply) add under load is a few tens of ms whatever the latency, so on
 # the shortest latencies (walks of 10 % of the deadline, ~0.8 s scaled) it alone can pass 10 %. Beside
 # 4 busy processes the largest gap measured was 0.11 s, the largest p50 error 0.069 (one run of the
-# 0.41 case beside 2 failed at 0.13).
+# 0.41 case beside 2 failed at 0.13), before the agent's threads ran under SCHED_FIFO; beside 10 busy
+# processes the 0.1 case's errors then fell from 0.06-0.07 to 0.02-0.04.
 WAKE_UPS = 0.15  # seconds of wall time, scaled: 4.5 s of node time at --time-scale 30
+# Beyond that, a latency may also differ by the time the emulation measured itself unable to run
+# (``stalled_s``: a host that starved this VM; CI once saw p90 0.30 s late with walks on time). The
+# stall is measured, not assumed: on a host that never stalls the allowance is 0.
 
 
 @pytest.mark.parametrize(("walk_share", "contention"), [(0.1, 0), (0.41, 0), (1.2, 0), (0.1, 4), (0.41, 4), (1.2, 4)])
@@ -57,6 +62,7 @@ def test_emulation_matches_the_model_pod_for_pod(
     assert report.scaling.walk_share_of_deadline == pytest.approx(walk_share, rel=0.01)
     assert report.table_rate.headroom > 1.5  # the kernel walks this table well within its paced time
     assert report.emulated.walks_overran == 0, report.emulated.max_overrun
+    assert report.emulated.thread_scheduling == report.table_rate.walker_scheduling  # both real-time as root
     assert report.mismatched_pods == 0, [(p.emulated, p.simulated) for p in report.pods]
     e_lats = [p.emulated_latency_s for p in report.pods if p.emulated_latency_s is not None]
     s_lats = [p.simulated_latency_s for p in report.pods if p.simulated_latency_s is not None]
@@ -64,7 +70,8 @@ def test_emulation_matches_the_model_pod_for_pod(
         if err is not None:
             at = {"p50": 0.5, "p90": 0.9, "max": 1.0}[q]
             gap = abs(percentile(e_lats, at) - percentile(s_lats, at))
-            assert err <= 0.10 or gap <= WAKE_UPS, (q, err, gap, report.pods)
+            stalled = report.emulated.stalled_s
+            assert err <= 0.10 or gap <= WAKE_UPS + stalled, (q, err, gap, stalled, report.pods)
     assert report.emulated.add_timeouts == report.simulated.counters.add_timeouts, report.to_dict()["emulated"]
 
 
@@ -122,8 +129,10 @@ def test_no_maps_or_threads_are_left_behind(rates: tuple[float, float]) -> None:
     rate, delete_s = rates
     before = threading.active_count()
     s = resolve_flags(entries="500k", rate="100000", pods="2", horizon="2m", expired_fraction="0")
+    policy = os.sched_getscheduler(0)
     em.run(s, time_scale=60, real_rate=rate, delete_seconds=delete_s)
     assert threading.active_count() <= before
+    assert os.sched_getscheduler(0) == policy  # only the node's own threads ran real-time
     # The maps were closed: none named ctsim_emu_* survives (checked through bpftool where present).
     listing = subprocess.run(["sh", "-c", "command -v bpftool && bpftool map list"], capture_output=True, text=True)
     assert "ctsim_emu" not in listing.stdout

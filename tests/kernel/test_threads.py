@@ -65,3 +65,48 @@ def test_a_thread_that_dies_stops_the_node_and_fails_the_command() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert out.returncode == 1 and out.stderr == "ctsim: error: an emulated agent thread died\n"
+
+
+def test_a_stopped_process_counts_its_stall() -> None:
+    """``StallWatch`` measures time the process really could not run: SIGSTOP it for 0.4 s, and 0.4 s is counted.
+
+    Ordinary wake-ups (under ``StallWatch.MIN``) count nothing, so an idle second reads ~0.
+    """
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    code = (
+        "import json, threading, sys\n"
+        "from ctsim.kernel.threads import StallWatch\n"
+        "w, stop = StallWatch(), threading.Event()\n"
+        "t = threading.Thread(target=w.run, args=(stop,)); t.start()\n"
+        "print('up', flush=True); sys.stdin.readline(); stop.set(); t.join()\n"
+        "print(json.dumps([w.stalled_s, w.worst_s]), flush=True)\n"
+    )
+
+    def watched(stall: float) -> tuple[float, float]:
+        p = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        try:
+            assert p.stdout is not None and p.stdin is not None
+            assert p.stdout.readline() == "up\n"
+            time.sleep(0.3)
+            if stall:
+                os.kill(p.pid, signal.SIGSTOP)
+                time.sleep(stall)
+                os.kill(p.pid, signal.SIGCONT)
+            time.sleep(0.3)
+            out, _ = p.communicate("\n", timeout=10)
+        finally:
+            p.kill()
+            p.wait()
+        stalled, worst = json.loads(out)
+        return stalled, worst
+
+    stalled, worst = watched(0.4)
+    assert 0.35 <= stalled <= 0.6 and 0.35 <= worst <= stalled, (stalled, worst)
+    stalled, _ = watched(0.0)
+    assert stalled < 0.1, stalled
