@@ -15,20 +15,26 @@ those whose key lies near p50 or p90 are kept: from where the first fold's
 intervals place each to where their latest quarter does, ``WINDOW`` of the
 ranks either side. The k-th smallest is then the ``k - below(key)``-th
 kept value of its key: still exact. A storm whose later intervals moved a
-percentile out of its window has that key's values gathered by playing the
-same run again (``replay``), keeping only them.
+percentile out of its window has that key's values read back from the
+*spill*: every folded interval, written as it was folded, 8 bytes each, to
+an unlinked file in ``$TMPDIR`` (else ``/var/tmp``, which is on disk where
+``/tmp`` is a tmpfs). Where the disk refuses the spill, the same run is
+played again (``replay``), keeping only that key's values.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import struct
+import tempfile
 from array import array
 from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from itertools import compress, repeat
 from operator import rshift
+from typing import BinaryIO
 
 RUN = 1 << 20  # values sorted at once: 8 MiB as an array, ~32 MiB while a list
 BUDGET = 1 << 24  # intervals kept as they are: 128 MiB; a longer storm's are folded
@@ -78,6 +84,12 @@ def _around(keys: list[int], below: list[int], n: int, q: float) -> tuple[int, i
     return keys[bisect_right(below, lo) - 1], keys[bisect_right(below, hi) - 1]
 
 
+def spill_file() -> BinaryIO:
+    """Unlinked as it opens, so it goes with the process however the run ends; on disk, not in RAM, where it can."""
+    where = os.environ.get("TMPDIR") or ("/var/tmp" if os.path.isdir("/var/tmp") else tempfile.gettempdir())
+    return tempfile.TemporaryFile(prefix="ctsim-intervals-", dir=where)
+
+
 def _chunks(values: array[float]) -> Iterator[array[float]]:
     for lo in range(0, len(values), RUN):
         yield values[lo : lo + RUN]
@@ -86,12 +98,25 @@ def _chunks(values: array[float]) -> Iterator[array[float]]:
 class RetryIntervals:
     """Seconds between a pod's consecutive ADD attempts, for every pod (JSON ``pods.retry_interval_s``).
 
-    ``replay(keys)`` (set by the model) plays the run again and returns every
-    interval whose key is in ``keys``: a folded run's percentile outside
-    its window needs it.
+    A folded run's percentile outside its window reads its key's intervals
+    back from the spill; ``replay(keys)`` (set by the model) plays the run
+    again for them where the spill could not be written.
     """
 
-    __slots__ = ("_by_key", "_counts", "_index", "_keep", "_kept", "_max", "_n", "_runs", "replay", "values")
+    __slots__ = (
+        "_by_key",
+        "_counts",
+        "_index",
+        "_keep",
+        "_kept",
+        "_max",
+        "_n",
+        "_runs",
+        "_spill",
+        "_spilling",
+        "replay",
+        "values",
+    )
 
     def __init__(self, values: array[float] | None = None, gather: frozenset[int] | None = None) -> None:
         self.values: array[float] = array("d") if values is None else values  # the model appends to it
@@ -103,6 +128,8 @@ class RetryIntervals:
         self._max: float | None = None
         self._index: tuple[list[int], list[int]] | None = None  # sorted keys, the intervals below each
         self._by_key: dict[int, list[float]] = {}
+        self._spill: BinaryIO | None = None  # every interval folded, in the order folded
+        self._spilling = gather is None  # a replay's gathering keeps what it gathers; a failed write ends it
         self.replay: Callable[[frozenset[int]], array[float]] | None = None
 
     @property
@@ -119,6 +146,7 @@ class RetryIntervals:
             for chunk in _chunks(v):
                 counts.update(_keys(chunk))
             self._n += len(v)
+            self._spilled(v)
             top = max(v)
             self._max = top if self._max is None else max(self._max, top)
             if self._keep is None:  # the first fold: where all so far, and the latest quarter, place them
@@ -131,6 +159,41 @@ class RetryIntervals:
             self._kept.extend(compress(chunk, map(keep, _keys(chunk))))
         del v[:]
         self._runs, self._index, self._by_key = None, None, {}
+
+    def _spilled(self, v: array[float]) -> None:
+        """``v`` appended to the spill; a disk that refuses ends the spill, and a percentile that needs it replays."""
+        if not self._spilling:
+            return
+        try:
+            if self._spill is None:
+                self._spill = spill_file()
+            v.tofile(self._spill)
+        except OSError:
+            self._unspill()
+
+    def _unspill(self) -> None:
+        self._spilling = False
+        if self._spill is not None:
+            self._spill.close()
+            self._spill = None
+
+    def _read_back(self, keys: frozenset[int]) -> array[float] | None:
+        """Every spilled interval whose key is in ``keys``, in the order folded; None if the spill is not whole."""
+        if self._spill is None or not self._spilling:
+            return None
+        found: array[float] = array("d")
+        wanted = keys.__contains__
+        try:
+            self._spill.flush()
+            self._spill.seek(0)
+            while block := self._spill.read(RUN * found.itemsize):
+                chunk = array("d", block)
+                found.extend(compress(chunk, map(wanted, _keys(chunk))))
+            self._spill.seek(0, os.SEEK_END)  # later folds append
+        except OSError:
+            self._unspill()
+            return None
+        return found
 
     def kept(self) -> array[float]:
         """A gathering's intervals: those whose key it was given."""
@@ -148,10 +211,11 @@ class RetryIntervals:
         """
         keys, below = self._located()
         lately, lately_below = _index(recent)
+        lately_n = lately_below[-1] + recent[lately[-1]]
         wanted: set[int] = set()
         for q in QUANTILES:
             lo, hi = _around(keys, below, self._n, q)
-            recent_lo, recent_hi = _around(lately, lately_below, lately_below[-1] + recent[lately[-1]], q)
+            recent_lo, recent_hi = _around(lately, lately_below, lately_n, q)
             lo, hi = min(lo, recent_lo), max(hi, recent_hi)
             # Every key between, seen or not: where later intervals fall (a span too wide to hold: those seen).
             seen = keys[bisect_left(keys, lo) : bisect_right(keys, hi)]
@@ -213,7 +277,7 @@ class RetryIntervals:
         return self._by_key[key][k - below[i]]
 
     def _gather_missing(self, key: int) -> None:
-        """``key`` and the percentiles' keys, where the window missed them: their intervals, from a replay."""
+        """``key`` and the percentiles' keys, where the window missed them: their intervals, spilled or replayed."""
         assert self._keep is not None
         keys, below = self._located()
         n = self._n
@@ -221,9 +285,12 @@ class RetryIntervals:
         missing = frozenset({key, *(keys[bisect_right(below, r) - 1] for r in ranks)}) - self._keep
         if not missing:
             return
-        if self.replay is None:
-            raise ValueError("a folded run's percentile lies outside its window, and nothing can replay the run")
-        self._kept.extend(self.replay(missing))
+        found = self._read_back(missing)
+        if found is None:
+            if self.replay is None:
+                raise ValueError("a folded run's percentile lies outside its window, and nothing can replay the run")
+            found = self.replay(missing)
+        self._kept.extend(found)
         self._keep = self._keep | missing
 
     def percentile(self, q: float) -> float | None:

@@ -287,7 +287,7 @@ class Model:
 
 
 def _gather(s: Scenario, trace_every: float | None, parking: bool, keys: frozenset[int]) -> array[float]:
-    """The same run played again, keeping only the intervals of ``keys``: where a fold's window missed a percentile."""
+    """The same run played again, keeping only the intervals of ``keys``: a missed percentile whose spill failed."""
     again = Model(s, trace_every=trace_every, parking=parking, gather=keys)
     again.run()
     return again.intervals.kept()

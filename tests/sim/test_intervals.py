@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import random
+import subprocess
+import tempfile
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import BinaryIO
 
 import pytest
 from hypothesis import given, settings
@@ -17,6 +23,7 @@ from ctsim.sim import intervals
 from ctsim.sim.intervals import RetryIntervals
 from ctsim.sim.model import Model
 from ctsim.sim.result import percentile
+from tests.support.needs import REQUIRED
 
 # -0.0 + 0.0 is 0.0: the bits' order makes the two zeros one value (intervals are >= 10 s anyway)
 finite = st.floats(allow_nan=False, allow_infinity=False, allow_subnormal=True).map(lambda x: x + 0.0)
@@ -55,6 +62,15 @@ def _replayed(values: list[float], calls: list[frozenset[int]]) -> Callable[[fro
     return replay
 
 
+def _refused() -> BinaryIO:
+    raise PermissionError(13, "Permission denied", "/var/tmp")
+
+
+def refuse_spill(mp: pytest.MonkeyPatch) -> None:
+    """A disk that will not take the spill: a percentile outside its window must replay."""
+    mp.setattr(intervals, "spill_file", _refused)
+
+
 nonnegative = st.floats(min_value=0.0, allow_nan=False, allow_infinity=False, allow_subnormal=True)
 
 
@@ -65,15 +81,18 @@ nonnegative = st.floats(min_value=0.0, allow_nan=False, allow_infinity=False, al
     budget=st.integers(0, 40),
     window=st.sampled_from([0.0, 0.02, 0.3]),
     shift=st.sampled_from([40, 52, 60]),
+    spill=st.booleans(),
 )
 def test_a_folded_run_gives_the_sorted_lists_ranks(
-    values: list[float], pieces: list[int], budget: int, window: float, shift: int
+    values: list[float], pieces: list[int], budget: int, window: float, shift: int, spill: bool
 ) -> None:
-    """Appended in pieces, folded after each past the budget: every rank exact, a replay where a window missed."""
+    """Appended in pieces, folded after each past the budget: every rank exact, read back (or replayed) if missed."""
     calls: list[frozenset[int]] = []
     with pytest.MonkeyPatch.context() as mp:
         for name, value in (("BUDGET", budget), ("WINDOW", window), ("SHIFT", shift), ("RUN", 7)):
             mp.setattr(intervals, name, value)
+        if not spill:
+            refuse_spill(mp)
         got = RetryIntervals()
         got.replay = _replayed(values, calls)
         i = 0
@@ -92,6 +111,8 @@ def test_a_folded_run_gives_the_sorted_lists_ranks(
             assert got.kth(k) == xs[k]
         assert got.max() == (max(values) if values else None)
     assert all(calls), "a replay is asked for keys it lacks, never for nothing"
+    assert spill or not got.folded or got._spill is None
+    assert not (spill and calls), "a run that could spill never replays"
 
 
 def _folded(values: list[float], piece: int) -> tuple[RetryIntervals, list[frozenset[int]]]:
@@ -105,19 +126,69 @@ def _folded(values: list[float], piece: int) -> tuple[RetryIntervals, list[froze
     return got, calls
 
 
-def test_a_window_that_holds_the_percentiles_needs_no_replay(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("spill", [True, False], ids=["spilled", "disk-refused"])
+def test_a_window_that_holds_the_percentiles_needs_no_replay(monkeypatch: pytest.MonkeyPatch, spill: bool) -> None:
     monkeypatch.setattr(intervals, "BUDGET", 5_000)
+    if not spill:
+        refuse_spill(monkeypatch)
     rng = random.Random(1)
     values = [10.0 + 90.0 * rng.random() for _ in range(20_000)]  # the same spread all along: p50, p90 stay put
     got, calls = _folded(values, 2_500)
     assert got.folded and len(got._kept) < len(values)  # a fold keeps a part
     assert (got.percentile(0.5), got.percentile(0.9)) == (percentile(values, 0.5), percentile(values, 0.9))
     assert not calls
-    # Later intervals that move p90 out of its window: the missed key is replayed, once, and the rank is exact.
+    # Later intervals that move p90 out of its window: the missed key is read back (or replayed, once): exact.
     values += [500.0 + i for i in range(6_000)]
     got.values.extend(values[20_000:])
     assert got.percentile(0.9) == percentile(values, 0.9)
-    assert len(calls) == 1
+    assert len(calls) == (0 if spill else 1)
+    assert (got._spill is not None) == spill
+
+
+@contextmanager
+def small_disk(size: str) -> Iterator[Path]:
+    """A tmpfs of ``size`` on a fresh directory: a real disk that fills (ENOSPC); unmounted afterwards."""
+    root = Path(tempfile.mkdtemp(prefix="ctsim-small-disk-"))
+    made = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(root)], capture_output=True, text=True, check=False
+    )
+    if made.returncode != 0:
+        os.rmdir(root)
+        msg = f"cannot mount a tmpfs: {made.stderr.strip() or made.returncode}"
+        if REQUIRED:
+            pytest.fail(f"CTSIM_REQUIRE_KERNEL=1 but {msg}")
+        pytest.skip(msg)
+    try:
+        yield root
+    finally:
+        subprocess.run(["umount", str(root)], check=False)
+        os.rmdir(root)
+
+
+def test_a_disk_that_fills_during_the_run_ends_the_spill_and_the_percentile_is_replayed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The first folds spill, a later one meets ENOSPC: the spill is dropped (not read half), a replay answers."""
+    monkeypatch.setattr(intervals, "BUDGET", 2_000)
+    rng = random.Random(3)
+    values = [10.0 + 90.0 * rng.random() for _ in range(20_000)] + [500.0 + i for i in range(10_000)]
+    with small_disk("64k") as disk:
+        monkeypatch.setenv("TMPDIR", str(disk))
+        got, calls = _folded(values, 2_500)  # 20 KB a fold: the third does not fit
+        assert got.folded and got._spill is None and not got._spilling
+        assert not list(disk.iterdir()), "the spill was never a name on the disk"
+    assert (got.percentile(0.5), got.percentile(0.9)) == (percentile(values, 0.5), percentile(values, 0.9))
+    assert calls and all(calls)
+
+
+def test_the_spill_goes_to_tmpdir_and_leaves_no_name(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(intervals, "BUDGET", 100)
+    got = RetryIntervals(array("d", [float(i) for i in range(1_000)]))
+    got.fold()
+    assert got._spill is not None and os.fstat(got._spill.fileno()).st_size == 8_000
+    where = Path(os.readlink(f"/proc/self/fd/{got._spill.fileno()}")).parent  # "<dir>/#123 (deleted)"
+    assert where == tmp_path and not list(tmp_path.iterdir())
 
 
 def test_a_storm_that_settles_after_its_first_fold_needs_no_replay(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -136,14 +207,20 @@ def test_a_storm_that_settles_after_its_first_fold_needs_no_replay(monkeypatch: 
     assert not calls
 
 
-def test_a_storm_folded_past_its_budget_reports_what_it_reports_whole(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The model's run with a budget of 500 intervals (and none kept near p90: a replay) against it whole."""
+@pytest.mark.parametrize("spill", [True, False], ids=["spilled", "disk-refused"])
+def test_a_storm_folded_past_its_budget_reports_what_it_reports_whole(
+    monkeypatch: pytest.MonkeyPatch, spill: bool
+) -> None:
+    """The model's run with a budget of 500 intervals (none kept near p90: read back or replayed) against it whole."""
     scenario = resolve_flags(entries="16M", pods="50", horizon="1h")
     whole = Model(scenario).run()
     assert len(whole.retry_intervals) > 1_000 and not whole.retry_intervals.folded
+    if not spill:
+        refuse_spill(monkeypatch)
     for window in (0.02, 0.0):
         monkeypatch.setattr(intervals, "BUDGET", 500)
         monkeypatch.setattr(intervals, "WINDOW", window)
         folded = Model(scenario).run()
         assert folded.retry_intervals.folded
         assert json.dumps(folded.to_dict()) == json.dumps(whole.to_dict())
+        assert (folded.retry_intervals._spill is not None) == spill
