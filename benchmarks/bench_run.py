@@ -20,7 +20,8 @@ the main job).
 
 Memory (``--large``): a run keeps 8 bytes per retry interval up to 16.7 M
 of them, then folds them (``ctsim.sim.intervals``: counted by key, kept only
-near p50 and p90), and O(pods) besides; the peak RSS of 100,000 pods, and of
+near p50 and p90, every one written to an unlinked spill file on disk, read
+back once where a percentile left its window), and O(pods) besides; the peak RSS of 100,000 pods, and of
 2,000 pods held in a storm that does not end for the two-day cap, is printed
 beside the retries that run played.
 
