@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import os
 import hashlib
 import subprocess
 import sys
@@ -10,6 +11,8 @@ from pathlib import Path
 
 import pytest
 from ctwatch.assess import Assessor, Thresholds
+from ctwatch.readings import MapReading, Pressure
+from ctwatch.sources.cilium_metrics import AgentGC
 from ctwatch.watcher import Config, Watcher
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -139,7 +142,7 @@ def test_bpffs_unmounted_and_map_deleted_then_back() -> None:
         assert not w.collect().results["bpf"].up
         pin_ct_map(root, "cilium_ct4_global", entries=2_000, max_entries=4_096)
         again = w.collect().results["bpf"]
-        assert again.up and again.readings[0].entries == 2_000
+        assert again.up and again.of(MapReading)[0].entries == 2_000
     # bpffs itself is gone now (unmounted and removed)
     assert not w.collect().results["bpf"].up
 
@@ -152,8 +155,8 @@ def test_a_realistic_metrics_page_is_parsed() -> None:
     with http_server(serve_text(FIXTURE_PAGE)) as url:
         r = watcher(metrics_url=url, toggles={"nf_conntrack": False, "bpf": False}).collect().results["cilium_metrics"]
     assert r.up
-    assert r.pressure == {"cilium_ct4_global": 0.75, "cilium_ct_any4_global": 0.125}
-    assert r.extra["gc_interval_seconds"] == 43200
+    assert {p.map: p.ratio for p in r.of(Pressure)} == {"cilium_ct4_global": 0.75, "cilium_ct_any4_global": 0.125}
+    assert [gc.interval_s for gc in r.of(AgentGC)] == [43200]
 
 
 @pytest.mark.parametrize(
@@ -186,7 +189,7 @@ def test_cilium_pressure_is_the_cheaper_source_and_skips_our_count() -> None:
     (v4,) = [f for f in snap.families if f.family == "ipv4"]
     assert v4.entries_source == "cilium_metrics"
     assert v4.entries == round(0.75 * 65_536) + round(0.125 * 16_384)
-    assert all(r.entries is None for r in snap.results["bpf"].readings)  # never counted
+    assert all(r.entries is None for r in snap.results["bpf"].of(MapReading))  # never counted
 
 
 def test_a_new_source_is_one_registration_its_toggle_and_config_follow() -> None:
@@ -248,5 +251,73 @@ def test_an_implausible_pressure_is_left_out_and_named() -> None:
     registry.register(Broken())
     with http_server(serve_text(generate_latest(registry).decode())) as url:
         r = watcher(metrics_url=url, toggles={"nf_conntrack": False, "bpf": False}).collect().results["cilium_metrics"]
-    assert not r.up and r.pressure == {}
+    assert not r.up and r.readings == []
     assert 'cilium_bpf_map_pressure{map_name="ct4_global"} = 1e+30 is implausible' in (r.error or ""), r.error
+
+
+THROWAWAY = '''
+import sys
+from ctsim.core.quantity import parse_count
+from ctwatch.collector import Collector, Setting, register_collector
+from ctwatch.readings import MapReading, WalkRate
+
+
+def collect(cycle, result):
+    n = cycle.config["throwaway_entries"]
+    result.readings = [MapReading("throwaway", "ipv4", "cilium_ct4_global", n, 1 << 20), WalkRate("ipv4", 1e5)]
+
+
+def expose(result):
+    from prometheus_client.core import GaugeMetricFamily
+
+    yield GaugeMetricFamily("ctwatch_throwaway_readings", "Readings the throwaway source made.", value=2)
+
+
+setting = Setting(
+    "throwaway_entries", 0, "--throwaway.entries", "COUNT", "What the throwaway source counts.", "7",
+    lambda text: parse_count(text, "--throwaway.entries", maximum=1 << 20),
+)
+register_collector(Collector("throwaway", "A source of this test.", collect, settings=(setting,), expose=expose))
+from ctwatch.cli import main
+
+sys.argv = ["ctwatch", *sys.argv[1:]]
+main()
+'''
+
+
+def test_a_new_source_with_a_flag_that_feeds_the_projection_is_one_registration(tmp_path: Path) -> None:
+    """A source that is one file's worth of code: its flag on --help, parsed by its parser, its readings projected.
+
+    No other module names it: the toggle, the setting, the tables, the walk
+    projection and its own series all follow from ``register_collector``.
+    """
+    script = tmp_path / "throwaway.py"
+    script.write_text(THROWAWAY)
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, str(script), *args], capture_output=True, text=True, timeout=60, check=False,
+            env={**os.environ, "COLUMNS": "200"},
+        )  # fmt: skip
+
+    helped = run("--help")
+    assert helped.returncode == 0, helped.stderr
+    assert "--throwaway.entries COUNT" in helped.stdout and "What the throwaway source counts." in helped.stdout
+    assert "--collector.throwaway" in helped.stdout
+    off = ("--no-collector.bpf", "--no-collector.cilium_metrics", "--path.procfs", str(copy_procfs(tmp_path)))
+    p = run("--once", "--throwaway.entries", "400,000", *off)
+    assert p.returncode == 0, p.stderr
+    s = samples(p.stdout)
+    table = (("family", "ipv4"), ("map", "cilium_ct4_global"), ("source", "throwaway"))
+    assert s[("ctwatch_entries", table)] == 400_000
+    assert s[("ctwatch_source_up", (("source", "throwaway"),))] == 1
+    assert s[("ctwatch_throwaway_readings", ())] == 2
+    assert s[("ctwatch_walk_rate_entries_per_second", (("family", "ipv4"), ("source", "measured")))] == 1e5
+    assert s[("ctwatch_projected_walk_seconds", (("family", "ipv4"),))] == 4.0  # 400,000 at 100,000/s
+    default = samples(run("--once", *off).stdout)
+    assert default[("ctwatch_entries", table)] == 7
+    bad = run("--once", "--throwaway.entries", "lots", *off)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "--throwaway.entries" in bad.stderr, bad.stderr
+    assert "Traceback" not in bad.stderr
+    off_too = samples(run("--once", "--no-collector.throwaway", "--throwaway.entries", "lots", *off).stdout)
+    assert ("ctwatch_source_up", (("source", "throwaway"),)) not in off_too  # an off source's flag is not read

@@ -16,7 +16,7 @@ import pytest
 import yaml
 from ctwatch import runbook
 from ctwatch.assess import Assessor, FamilyAssessment, Thresholds
-from ctwatch.readings import MapReading, SourceResult
+from ctwatch.readings import MapReading, SourceResult, WalkRate
 from ctwatch.rules import RuleSettings, alerts, render
 from ctwatch.watcher import Config, Watcher
 
@@ -31,7 +31,8 @@ DEPLOY = ROOT / "watchdog" / "deploy"
 
 def _bpf_result(entries: int, rate: float | None, up: bool = True) -> dict[str, SourceResult]:
     readings = [MapReading("bpf", "ipv4", "cilium_ct4_global", entries, 16_777_216)] if up else []
-    return {"bpf": SourceResult("bpf", up, 0.0, readings, {"ipv4": rate} if rate else {})}
+    rates = [WalkRate("ipv4", rate)] if rate else []
+    return {"bpf": SourceResult("bpf", up, 0.0, [*readings, *rates])}
 
 
 def _walks(watcher: Watcher, cycles: int) -> list[FamilyAssessment]:

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 
 from ctwatch.assess import Assessor, Thresholds
 from ctwatch.exposition import SnapshotCollector, new_registry
-from ctwatch.readings import FAMILY_OF_MAP, MapReading, SourceResult
+from ctwatch.readings import FAMILY_OF_MAP, MapReading, SourceResult, WalkRate
+from ctwatch.sources.cilium_metrics import AgentGC
 from ctwatch.watcher import Snapshot
 from prometheus_client import generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
@@ -67,11 +68,12 @@ def ctwatch_page(node: Node, now: float) -> str:
             MapReading("bpf", FAMILY_OF_MAP[name], name, node.entries(name, now), cap)
             for name, (_, cap) in node.maps.items()
         ]
-        bpf.walk_rates = {FAMILY_OF_MAP[name]: node.rate for name in node.maps}
+        families = dict.fromkeys(FAMILY_OF_MAP[name] for name in node.maps)
+        bpf.readings += [WalkRate(family, node.rate) for family in families]
     results["bpf"] = bpf
     metrics = SourceResult("cilium_metrics", up="cilium_metrics" not in node.down and node.cilium, duration_s=0.01)
     if metrics.up and node.gc_interval is not None:
-        metrics.extra["gc_interval_seconds"] = node.gc_interval
+        metrics.readings.append(AgentGC(interval_s=node.gc_interval))
     results["cilium_metrics"] = metrics
     thresholds = Thresholds(burst=node.burst, deadline_s=node.deadline)
     families = Assessor(thresholds, 213_000.0).assess(now, results)

@@ -29,7 +29,7 @@ from ctsim.core.projection import (
     safe_burst,
     seconds_until,
 )
-from ctwatch.readings import CT_MAPS, MapReading, SourceResult
+from ctwatch.readings import CT_MAPS, MapReading, Pressure, SourceResult, WalkRate, readings_of
 
 GROWTH_WINDOW_S = 1800.0
 RATE_WINDOW = 20  # walk-rate samples per family; the second fastest of these is the rate
@@ -117,20 +117,19 @@ class Assessor:
     def _entries(
         self, names: tuple[str, ...], results: dict[str, SourceResult]
     ) -> tuple[tuple[int, ...], int, str] | None:
-        """Per map: Cilium's pressure x our capacity where it has it, else our count."""
-        bpf = results.get("bpf")
-        by_map: dict[str, MapReading] = {r.map: r for r in bpf.readings} if bpf and bpf.up else {}
-        metrics = results.get("cilium_metrics")
-        pressure = metrics.pressure if metrics and metrics.up else {}
+        """Per map: a reported pressure x the map's capacity where a source has it, else the map's count."""
+        by_map: dict[str, MapReading] = {r.map: r for r in readings_of(results, MapReading)}
+        pressure: dict[str, Pressure] = {p.map: p for p in readings_of(results, Pressure)}
         present = [n for n in names if n in by_map]
         if not present:
             return None
         max_entries = sum(by_map[n].max_entries for n in present)
         counts = {n: by_map[n].entries for n in present}
-        counts.update({n: round(pressure[n] * by_map[n].max_entries) for n in present if n in pressure})
+        counts.update({n: round(pressure[n].ratio * by_map[n].max_entries) for n in present if n in pressure})
         if any(c is None for c in counts.values()):
             return None
-        source = "cilium_metrics" if all(n in pressure for n in present) else "bpf"
+        first = present[0]
+        source = pressure[first].source if all(n in pressure for n in present) else by_map[first].source
         return tuple([c for c in counts.values() if c is not None]), max_entries, source
 
     def _rate(self, family: str, results: dict[str, SourceResult]) -> tuple[float, str, int]:
@@ -138,10 +137,7 @@ class Assessor:
         if self.pinned:
             return self.fallback_rate, self.fallback_rate_source, 0
         window = self._rates.setdefault(family, deque(maxlen=RATE_WINDOW))
-        bpf = results.get("bpf")
-        if bpf and bpf.up and family in bpf.walk_rates:
-            n = int(bpf.extra.get(f"walk_rate_samples_{family}", 1))
-            window.append((bpf.walk_rates[family], n))
+        window.extend((w.entries_per_s, w.samples) for w in readings_of(results, WalkRate) if w.family == family)
         if window:
             fastest = sorted(rate for rate, _ in window)
             samples = sum(n for _, n in window)  # every sample behind it: --once's cycle takes a whole window

@@ -17,7 +17,7 @@ import typer
 
 from ctsim.cli.command import run_cli, with_flags
 from ctsim.core.errors import InputError
-from ctwatch.collector import Config
+from ctwatch.collector import Config, all_settings
 from ctwatch.sources import REGISTRY
 
 if TYPE_CHECKING:
@@ -33,7 +33,6 @@ app = typer.Typer(
 )
 Str = Optional[str]  # noqa: UP045 - typer reads Optional at runtime
 DEFAULT_LISTEN = ":10962"  # outside 9100-9999, as Prometheus asks of new exporters
-DEFAULTS = Config()  # the collectors' settings when no flag is given
 MIN_INTERVAL = 1.0  # seconds between collections; faster only burns CPU
 
 
@@ -126,30 +125,45 @@ def collector_toggles(command: Callable[..., Any]) -> Callable[..., Any]:
     return with_flags(command, toggles, build, {"collectors"}, last=True)
 
 
+def collector_settings(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Adds every registered collector's own flags (``Setting.flag``), first in --help; ``command`` gets
+    ``settings={key: the flag's text, or None}``, parsed by ``parse_settings`` for the collectors that are on."""
+    flagged = {key: s for key, s in all_settings().items() if s.flag is not None}
+    flags: dict[str, tuple[Any, Any]] = {
+        f"setting_{key}": (
+            Annotated[
+                Optional[str],  # noqa: UP045
+                typer.Option(s.flag, metavar=s.metavar, help=s.help, show_default=bool(s.shown)),
+            ],
+            s.shown or None,
+        )
+        for key, s in flagged.items()
+    }
+
+    def build(values: dict[str, Any]) -> dict[str, Any]:
+        return {"settings": {key: values[f"setting_{key}"] for key in flagged}}
+
+    return with_flags(command, flags, build, {"settings"})
+
+
+def parse_settings(texts: dict[str, str | None], on: dict[str, bool]) -> dict[str, object]:
+    """Each enabled collector's flags, parsed by the collector's own parser (which names the flag it refuses)."""
+    out: dict[str, object] = {}
+    for name, c in REGISTRY.items():
+        for s in c.settings if on.get(name, True) else ():
+            text = texts.get(s.key)
+            if text is not None and s.parse is not None:
+                out[s.key] = s.parse(text)
+    return out
+
+
 @app.callback()
 @collector_toggles
+@collector_settings
 def main_command(
     ctx: typer.Context,
     collectors: dict[str, bool | None],
-    procfs: Annotated[str, typer.Option("--path.procfs", metavar="PATH", help="procfs mountpoint.")] = DEFAULTS.procfs,
-    bpffs: Annotated[
-        str, typer.Option("--path.bpffs", metavar="PATH", help="bpffs mountpoint (Cilium pins under tc/globals/).")
-    ] = DEFAULTS.bpffs,
-    netns: Annotated[
-        Str, typer.Option("--netns", metavar="NAME", help="Read nf_conntrack of this named netns over netlink.")
-    ] = None,
-    metrics_url: Annotated[
-        str, typer.Option("--cilium.metrics-url", metavar="URL", help="The Cilium agent's metrics (http or https).")
-    ] = DEFAULTS.metrics_url,
-    metrics_timeout: Annotated[
-        str, typer.Option("--cilium.metrics-timeout", metavar="DURATION", help="Give up on the agent after this.")
-    ] = f"{DEFAULTS.metrics_timeout_s:g}s",
-    sample_budget: Annotated[
-        str,
-        typer.Option(
-            "--bpf.sample-budget", metavar="DURATION", help="CPU time spent timing the walk rate per cycle (0s: never)."
-        ),
-    ] = f"{DEFAULTS.bpf_sample_budget_s * 1000:g}ms",
+    settings: dict[str, str | None],
     disable_defaults: Annotated[
         bool, typer.Option("--collector.disable-defaults", help="Only the collectors enabled explicitly.")
     ] = False,
@@ -207,9 +221,8 @@ def main_command(
         return
     from ctsim.core.quantity import parse_duration
     from ctwatch import logs
-    from ctwatch.assess import RATE_WINDOW, Assessor
+    from ctwatch.assess import Assessor
     from ctwatch.exposition import SnapshotCollector, new_registry
-    from ctwatch.sources.cilium_metrics import check_url
     from ctwatch.watcher import Watcher
 
     # Checked in this order, so the first bad flag is the one named.
@@ -220,21 +233,7 @@ def main_command(
     thresholds = _thresholds(burst, deadline, warning_ratio, critical_ratio)
     fallback, fallback_source = _fallback_rate(rate, calibration)
     on = {name: _enabled(flag, disable_defaults) for name, flag in collectors.items()}
-    if on["cilium_metrics"] and (problem := check_url(metrics_url)):
-        raise InputError(f"--cilium.metrics-url: {problem}")
-    if not procfs.strip():
-        raise InputError("--path.procfs: empty path")
-    config = Config(
-        procfs=procfs,
-        bpffs=bpffs,
-        netns=netns,
-        metrics_url=metrics_url,
-        metrics_timeout_s=parse_duration(metrics_timeout, "--cilium.metrics-timeout", minimum=0.01, maximum=60.0),
-        bpf_sample_budget_s=parse_duration(sample_budget, "--bpf.sample-budget", allow_zero=True, maximum=1.0),
-        # A one-shot run has no earlier cycles: it samples a whole window now (20 x the budget, 0.4 s at 20ms).
-        bpf_samples_per_cycle=RATE_WINDOW if once else 1,
-        toggles=on,
-    )
+    config = Config(toggles=on, once=once, **parse_settings(settings, on))
     period = parse_duration(interval, "--interval", minimum=MIN_INTERVAL, maximum=86400.0)
     host, port = parse_listen(listen)
     if textfile is not None:
@@ -283,6 +282,7 @@ def _run(watcher: Watcher, collector: SnapshotCollector, registry: CollectorRegi
 
     from ctsim.core.files import write_atomic
     from ctwatch.logs import log_event
+    from ctwatch.readings import WalkRate, readings_of
     from ctwatch.web import serve
 
     once, textfile, listen, period = serving.once, serving.textfile, serving.listen, serving.period
@@ -293,9 +293,9 @@ def _run(watcher: Watcher, collector: SnapshotCollector, registry: CollectorRegi
             down = [name for name, r in snapshot.results.items() if not r.up]
             why = f"sources down: {', '.join(down)}" if down else "no source reported a CT map"
             log_event("no projection: no Cilium CT map was counted, so no ctwatch_level", level="warn", reason=why)
-        bpf = snapshot.results.get("bpf")
+        spreads = {w.family: w.spread for w in readings_of(snapshot.results, WalkRate)}
         for f in snapshot.families:  # a one-shot rate is one moment's: say how far its samples ranged
-            spread = bpf.extra.get(f"walk_rate_spread_{f.family}") if bpf is not None else None
+            spread = spreads.get(f.family)
             if f.rate_source == "measured" and spread is not None:
                 log_event(
                     "walk rate", family=f.family, entries_per_second=round(f.rate), samples=f.rate_samples,

@@ -16,6 +16,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from ctwatch import __version__
 from ctwatch.assess import Thresholds
+from ctwatch.readings import FAMILY_OF_MAP, MapReading, Pressure, readings_of
 from ctwatch.sources import REGISTRY
 from ctwatch.watcher import Snapshot
 
@@ -123,31 +124,28 @@ def _sources(snap: Snapshot | None, enabled: tuple[str, ...]) -> Iterator[Family
 
 
 def _tables(snap: Snapshot) -> Iterator[Family]:
-    """Entries and capacity of every table each source read; Cilium's pressure times the map's capacity."""
+    """Entries and capacity of every table each source read; a reported pressure times the map's capacity.
+
+    Then each source's own series (``Collector.expose``), in page order.
+    """
     labels = ["source", "family", "map"]
     entries = GaugeMetricFamily("ctwatch_entries", "Entries present in the table.", labels=labels)
     max_entries = GaugeMetricFamily("ctwatch_max_entries", "Capacity of the table.", labels=labels)
-    for result in snap.results.values():
-        for r in result.readings if result.up else []:
-            if r.entries is not None:
-                entries.add_metric([r.source, r.family, r.map], r.entries)
-            max_entries.add_metric([r.source, r.family, r.map], r.max_entries)
-    metrics = snap.results.get("cilium_metrics")
-    if metrics is not None and metrics.up:
-        bpf = snap.results.get("bpf")
-        capacity = {r.map: r.max_entries for r in bpf.readings} if bpf is not None and bpf.up else {}
-        for name, pressure in sorted(metrics.pressure.items()):
-            if name in capacity:
-                family = "ipv6" if "6" in name else "ipv4"
-                entries.add_metric(["cilium_metrics", family, name], round(pressure * capacity[name]))
+    tables = readings_of(snap.results, MapReading)
+    for r in tables:
+        if r.entries is not None:
+            entries.add_metric([r.source, r.family, r.map], r.entries)
+        max_entries.add_metric([r.source, r.family, r.map], r.max_entries)
+    capacity = {r.map: r.max_entries for r in tables}
+    for p in sorted(readings_of(snap.results, Pressure), key=lambda p: (p.source, p.map)):
+        if p.map in capacity:
+            entries.add_metric([p.source, FAMILY_OF_MAP[p.map], p.map], round(p.ratio * capacity[p.map]))
     yield entries
     yield max_entries
-    if metrics is not None and metrics.up and "gc_interval_seconds" in metrics.extra:
-        yield GaugeMetricFamily(
-            "ctwatch_cilium_gc_interval_seconds",
-            "Cilium's current conntrack GC interval (cilium_datapath_conntrack_gc_interval_seconds).",
-            value=metrics.extra["gc_interval_seconds"],
-        )
+    for name, result in snap.results.items():
+        expose = REGISTRY[name].expose if name in REGISTRY else None
+        if expose is not None and result.up:
+            yield from expose(result)
 
 
 def _families(snap: Snapshot) -> Iterator[Family]:

@@ -1,10 +1,19 @@
-"""What a source reports: counts of one map or table, and what it measured on the way."""
+"""What a source reports, as typed readings: a table's counts, a walk rate, a map's pressure.
+
+The assessor and the page take readings by their type, never by the source
+that made them: a new source that counts a CT map, or times a walk, feeds
+the projection by returning these. A reading only its own source's series
+use is a type of that source's file (``cilium_metrics.GCInterval``).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from ctsim.core.defaults import CT_MAPS, FAMILY_OF_MAP  # noqa: F401 - ctwatch's modules take both from here
+
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -18,6 +27,25 @@ class MapReading:
     max_entries: int
 
 
+@dataclass(frozen=True)
+class WalkRate:
+    """One family's walk rate as timed this cycle: entries per CPU second."""
+
+    family: str
+    entries_per_s: float
+    samples: int = 1  # behind it (``--once``: a whole window)
+    spread: float | None = None  # (fastest - slowest) / fastest of this cycle's samples; None: one sample
+
+
+@dataclass(frozen=True)
+class Pressure:
+    """A map's count over its capacity, as its agent reports it (``cilium_bpf_map_pressure``)."""
+
+    source: str
+    map: str  # the pinned map's name
+    ratio: float
+
+
 @dataclass
 class SourceResult:
     """One collection of one source: readings, or the error that took it down."""
@@ -25,8 +53,14 @@ class SourceResult:
     source: str
     up: bool
     duration_s: float
-    readings: list[MapReading] = field(default_factory=list)
-    walk_rates: dict[str, float] = field(default_factory=dict)  # family -> entries/s measured
-    pressure: dict[str, float] = field(default_factory=dict)  # map -> count/max, from Cilium
-    extra: dict[str, float] = field(default_factory=dict)  # e.g. Cilium's GC interval
+    readings: list[object] = field(default_factory=list)
     error: str = ""
+
+    def of(self, kind: type[R]) -> list[R]:
+        """This result's readings of one type; none while the source is down."""
+        return [r for r in self.readings if isinstance(r, kind)] if self.up else []
+
+
+def readings_of(results: dict[str, SourceResult], kind: type[R]) -> list[R]:
+    """Every up source's readings of one type, in collection order."""
+    return [r for result in results.values() for r in result.of(kind)]

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 
 from ctsim.core.defaults import CT_KEY_SIZES, CT_VALUE_SIZE
 from ctsim.kernel.bpf import BPFMap
-from ctwatch.collector import Collector, Cycle, register_collector
-from ctwatch.readings import CT_MAPS, MapReading, SourceResult
+from ctwatch.collector import Collector, Cycle, Setting, register_collector
+from ctwatch.readings import CT_MAPS, MapReading, Pressure, SourceResult, WalkRate, readings_of
 
 NAME = "bpf"
 
@@ -117,20 +117,41 @@ class BPFSource:
 
 
 def _collect(cycle: Cycle, result: SourceResult) -> None:
-    """Counts only the maps Cilium's pressure metric did not size this cycle: no O(n) count where it has one."""
+    """Counts only the maps whose pressure a source already gave this cycle: no O(n) count where one has it."""
+    from ctwatch.assess import RATE_WINDOW
+
     cfg = cycle.config
     source = cycle.state.get(NAME)
     if source is None:
+        # A one-shot run has no earlier cycles: it samples a whole window now (20 x the budget, 0.4 s at 20ms).
         source = cycle.state[NAME] = BPFSource(
-            cfg.bpffs, sample_budget_s=cfg.bpf_sample_budget_s, samples_per_cycle=cfg.bpf_samples_per_cycle
+            cfg["bpffs"], sample_budget_s=cfg["bpf_sample_budget_s"], samples_per_cycle=RATE_WINDOW if cfg.once else 1
         )
-    metrics = cycle.results.get("cilium_metrics")
-    known = frozenset(metrics.pressure) if metrics is not None else frozenset()
-    result.readings, result.walk_rates = source.collect(cycle.clock(), skip_count=known)
-    for family, spread in source.spread.items():  # how far this cycle's samples ranged, fastest to slowest
-        result.extra[f"walk_rate_spread_{family}"] = spread
-    for family, n in source.samples.items():  # behind this cycle's rate (--once: a whole window)
-        result.extra[f"walk_rate_samples_{family}"] = n
+    known = frozenset(p.map for p in readings_of(cycle.results, Pressure))
+    readings, rates = source.collect(cycle.clock(), skip_count=known)
+    result.readings = [
+        *readings,
+        *(
+            WalkRate(family, rate, source.samples.get(family, 1), source.spread.get(family))
+            for family, rate in rates.items()
+        ),
+    ]
 
 
-register_collector(Collector(NAME, "Cilium's pinned CT maps.", _collect, reads=("cilium_metrics",)))
+def _sample_budget(text: str) -> float:
+    from ctsim.core.quantity import parse_duration
+
+    return parse_duration(text, "--bpf.sample-budget", allow_zero=True, maximum=1.0)
+
+
+SETTINGS = (
+    Setting(
+        "bpffs", "/sys/fs/bpf", "--path.bpffs", "PATH", "bpffs mountpoint (Cilium pins under tc/globals/).",
+        "/sys/fs/bpf", str,
+    ),
+    Setting(
+        "bpf_sample_budget_s", 0.02, "--bpf.sample-budget", "DURATION",
+        "CPU time spent timing the walk rate per cycle (0s: never).", "20ms", _sample_budget,
+    ),
+)  # fmt: skip
+register_collector(Collector(NAME, "Cilium's pinned CT maps.", _collect, reads=("cilium_metrics",), settings=SETTINGS))

@@ -10,20 +10,35 @@ from __future__ import annotations
 import functools
 import threading
 import urllib.parse
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ctsim.core.defaults import CILIUM_PRESSURE_MAPS, MAX_GC_INTERVAL
-from ctwatch.collector import Collector, Cycle, register_collector
-from ctwatch.readings import SourceResult
+from ctsim.core.errors import InputError
+from ctwatch.collector import Collector, Cycle, Setting, register_collector
+from ctwatch.readings import Pressure, SourceResult
 
 if TYPE_CHECKING:
     import urllib.request
+
+    from prometheus_client.core import GaugeMetricFamily
 
 NAME = "cilium_metrics"
 
 
 class BadMetrics(Exception):
     """The page is not a Prometheus exposition, or has nothing we can use."""
+
+
+@dataclass(frozen=True)
+class AgentGC:
+    """The agent's conntrack GC as its page tells it; None where the page has no such series."""
+
+    interval_s: float | None = None  # cilium_datapath_conntrack_gc_interval_seconds (1.18 on)
+    duration_sum_s: float | None = None  # _gc_duration_seconds_sum, over every label
+    runs: float | None = None  # _gc_duration_seconds_count, over every label
+    alive_entries: float | None = None  # cilium_datapath_conntrack_gc_entries{status="alive"}, summed
 
 
 SCHEMES = ("http", "https")
@@ -95,12 +110,12 @@ def fetch(url: str, timeout_s: float) -> str:
     return body.decode("utf-8", errors="strict")
 
 
-def parse(page: str) -> tuple[dict[str, float], dict[str, float]]:
-    """(pressure by pinned map name, extra gauges such as the GC interval)."""
+def parse(page: str) -> tuple[dict[str, float], AgentGC | None]:
+    """(pressure by pinned map name, the GC's series where the page has any)."""
     from prometheus_client.parser import text_string_to_metric_families
 
     pressure: dict[str, float] = {}
-    extra: dict[str, float] = {}
+    gc: dict[str, float] = {}
     implausible: list[str] = []
     try:
         families = list(text_string_to_metric_families(page))
@@ -114,18 +129,18 @@ def parse(page: str) -> tuple[dict[str, float], dict[str, float]]:
                     pressure[name] = float(sample.value)
             elif sample.name == "cilium_datapath_conntrack_gc_interval_seconds":
                 if _plausible(sample, 1.0, MAX_GC_INTERVAL, "a GC interval of 1 s to 400 d", implausible):
-                    extra["gc_interval_seconds"] = float(sample.value)
+                    gc["interval_s"] = float(sample.value)
             elif sample.name == "cilium_datapath_conntrack_gc_duration_seconds_sum":
-                extra["gc_duration_seconds_sum"] = extra.get("gc_duration_seconds_sum", 0.0) + float(sample.value)
+                gc["duration_sum_s"] = gc.get("duration_sum_s", 0.0) + float(sample.value)
             elif sample.name == "cilium_datapath_conntrack_gc_duration_seconds_count":
-                extra["gc_runs"] = extra.get("gc_runs", 0.0) + float(sample.value)
+                gc["runs"] = gc.get("runs", 0.0) + float(sample.value)
             elif sample.name == "cilium_datapath_conntrack_gc_entries" and sample.labels.get("status") == "alive":
-                extra["gc_alive_entries"] = extra.get("gc_alive_entries", 0.0) + float(sample.value)
+                gc["alive_entries"] = gc.get("alive_entries", 0.0) + float(sample.value)
     if implausible and not pressure:  # what the page says of the CT maps cannot be: the source is down, and why
         raise BadMetrics("; ".join(implausible))
-    if not pressure and not extra:
+    if not pressure and not gc:
         raise BadMetrics("no cilium_bpf_map_pressure or conntrack GC metrics on the page")
-    return pressure, extra
+    return pressure, AgentGC(**gc) if gc else None
 
 
 def _plausible(sample: object, low: float, high: float, why: str, implausible: list[str]) -> bool:
@@ -138,12 +153,49 @@ def _plausible(sample: object, low: float, high: float, why: str, implausible: l
     return False
 
 
-def collect(url: str, timeout_s: float) -> tuple[dict[str, float], dict[str, float]]:
+def collect(url: str, timeout_s: float) -> tuple[dict[str, float], AgentGC | None]:
     return parse(fetch(url, timeout_s))
 
 
 def _collect(cycle: Cycle, result: SourceResult) -> None:
-    result.pressure, result.extra = collect(cycle.config.metrics_url, cycle.config.metrics_timeout_s)
+    pressure, gc = collect(cycle.config["metrics_url"], cycle.config["metrics_timeout_s"])
+    result.readings = [*(Pressure(NAME, name, ratio) for name, ratio in pressure.items()), *([gc] if gc else [])]
 
 
-register_collector(Collector(NAME, "Cilium's metrics.", _collect))
+def _expose(result: SourceResult) -> Iterator[GaugeMetricFamily]:
+    """The agent's GC interval, as ctwatch read it (where the agent exports it)."""
+    from prometheus_client.core import GaugeMetricFamily
+
+    for gc in result.of(AgentGC):
+        if gc.interval_s is not None:
+            yield GaugeMetricFamily(
+                "ctwatch_cilium_gc_interval_seconds",
+                "Cilium's current conntrack GC interval (cilium_datapath_conntrack_gc_interval_seconds).",
+                value=gc.interval_s,
+            )
+
+
+def _url(text: str) -> str:
+    if problem := check_url(text):
+        raise InputError(f"--cilium.metrics-url: {problem}")
+    return text
+
+
+def _timeout(text: str) -> float:
+    from ctsim.core.quantity import parse_duration
+
+    return parse_duration(text, "--cilium.metrics-timeout", minimum=0.01, maximum=60.0)
+
+
+DEFAULT_URL = "http://127.0.0.1:9962/metrics"
+SETTINGS = (
+    Setting(
+        "metrics_url", DEFAULT_URL, "--cilium.metrics-url", "URL", "The Cilium agent's metrics (http or https).",
+        DEFAULT_URL, _url,
+    ),
+    Setting(
+        "metrics_timeout_s", 2.0, "--cilium.metrics-timeout", "DURATION", "Give up on the agent after this.", "2s",
+        _timeout,
+    ),
+)  # fmt: skip
+register_collector(Collector(NAME, "Cilium's metrics.", _collect, settings=SETTINGS, expose=_expose))

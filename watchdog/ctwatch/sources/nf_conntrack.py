@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ctwatch.collector import Collector, Cycle, register_collector
+from ctsim.core.errors import InputError
+from ctwatch.collector import Collector, Cycle, Setting, register_collector
 from ctwatch.readings import MapReading, SourceResult
 
 NAME = "nf_conntrack"
@@ -32,7 +33,17 @@ def collect(procfs: str, netns: str | None = None) -> list[MapReading]:
 
 
 def _collect(cycle: Cycle, result: SourceResult) -> None:
-    result.readings = collect(cycle.config.procfs, cycle.config.netns)
+    result.readings = [*collect(cycle.config["procfs"], cycle.config["netns"])]
 
 
-register_collector(Collector(NAME, "Kernel nf_conntrack.", _collect))
+def _procfs(text: str) -> str:
+    if not text.strip():
+        raise InputError("--path.procfs: empty path")
+    return text
+
+
+SETTINGS = (
+    Setting("procfs", "/proc", "--path.procfs", "PATH", "procfs mountpoint.", "/proc", _procfs),
+    Setting("netns", None, "--netns", "NAME", "Read nf_conntrack of this named netns over netlink.", "", str),
+)
+register_collector(Collector(NAME, "Kernel nf_conntrack.", _collect, settings=SETTINGS))
