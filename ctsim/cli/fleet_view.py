@@ -186,7 +186,7 @@ COLUMNS: tuple[Column, ...] = (
         "regeneration_seconds",
         lambda i, r: r.regeneration,
         "regen s",
-        lambda i, r: f"{r.regeneration:.1f}" + ("" if r.regeneration_source.startswith("cilium_") else " (default)"),
+        lambda i, r: f"{r.regeneration:.1f}" + ("" if r.regeneration_source.is_series else " (default)"),
         table="wide",
     ),
     Column(
@@ -288,7 +288,8 @@ FALLBACK_PRESET = "standard"
 
 def _assumptions(fallback: Given, pods: str | None) -> Assumptions:
     """The fleet-wide inputs, by run's rules for the walk rate and the maps' size; checked before any query."""
-    from ctsim.core.calibration import load, walk_rate
+    from ctsim.core.calibration import walk_rate
+    from ctsim.core.origin import Origin
     from ctsim.core.profiles import get_profile
     from ctsim.core.quantity import format_bytes, parse_count
     from ctsim.inputs.given import MAX_PODS
@@ -297,8 +298,7 @@ def _assumptions(fallback: Given, pods: str | None) -> Assumptions:
     prof = get_profile(fallback.profile)
     a = Assumptions(profile=prof, pods=parse_count(pods, "--pods", minimum=1, maximum=MAX_PODS) if pods else None)
     if fallback.rate is not None or fallback.calibration is not None:
-        c = load(fallback.calibration) if fallback.calibration is not None else None
-        w = walk_rate(prof, fallback.rate, c)
+        w = walk_rate(prof, fallback.rate, fallback.calibration)  # parsed once, by parse_given
         a = replace(a, rate=w.entries_per_s, rate_source=w.source, rate_short=w.short, bucket_seconds=w.bucket_seconds)
     if fallback.map_ratio is not None and fallback.node_memory is None:
         raise InputError("--map-ratio: give --node-memory too (the fleet's nodes have no memory of their own)")
@@ -313,7 +313,7 @@ def _assumptions(fallback: Given, pods: str | None) -> Assumptions:
         how.append(f"sized from --node-memory {format_bytes(fallback.node_memory)} x {ratio:g}")
     else:
         how.append(f"non-TCP Cilium's static {format_count(any_)}")
-    return replace(a, capacity=(tcp, any_), capacity_source="; ".join(how))
+    return replace(a, capacity=(tcp, any_), capacity_source=Origin.flag("; ".join(how)))
 
 
 def run_fleet(

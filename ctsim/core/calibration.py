@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 
 from ctsim.core.errors import InputError
 from ctsim.core.files import read_text, write_atomic
+from ctsim.core.origin import Origin
 from ctsim.core.profiles import Profile, WalkKind
 
 FORMAT = "ctsim-calibration/1"
@@ -93,7 +94,7 @@ class WalkRate(NamedTuple):
     """How fast a walk goes, and where that came from: the one rule run, plan and the fleet share."""
 
     entries_per_s: float
-    source: str  # as the inputs block and a fleet row say it
+    source: Origin  # as the inputs block and a fleet row say it
     short: str  # as a table cell says it: --rate, calibration, or the profile's name
     delete_seconds: float
     bucket_seconds: float  # a batched walk's cost per bucket of a map's capacity (0: per-entry walks)
@@ -117,7 +118,8 @@ def walk_rate(prof: Profile, rate: float | None, cal: Calibration | None) -> Wal
             if cal is not None
             else ""
         )
-        return WalkRate(rate, "--rate", "--rate", delete_s, bucket_s, note)
+        return WalkRate(rate, Origin.flag("--rate"), "--rate", delete_s, bucket_s, note)
     if cal is not None:
-        return WalkRate(cal.walk_rate(prof.walk), cal.describe(prof.walk), "calibration", delete_s, bucket_s)
-    return WalkRate(prof.walk_rate, prof.source, prof.name, delete_s, bucket_s)
+        origin = Origin.calibration(cal.describe(prof.walk))
+        return WalkRate(cal.walk_rate(prof.walk), origin, "calibration", delete_s, bucket_s)
+    return WalkRate(prof.walk_rate, Origin.published(prof.source), prof.name, delete_s, bucket_s)

@@ -11,9 +11,10 @@ from dataclasses import replace
 
 from ctsim.core.defaults import CT_MAPS
 from ctsim.core.errors import InputError, shorten
+from ctsim.core.origin import Origin
 from ctsim.fleet.prometheus import Client, Transport
 from ctsim.fleet.risk import Assumptions, NodeRisk, assess
-from ctsim.fleet.series import MEAN_PROCESSING_SERIES, REGENERATION_SERIES, Query, read_fleet
+from ctsim.fleet.series import MEAN_PROCESSING_SERIES, Query, read_fleet
 from ctsim.inputs.given import AgentState, Given
 from ctsim.inputs.scenario import Scenario
 
@@ -36,7 +37,7 @@ _ORIGIN_OF = {
     "regeneration": "regeneration",
     "create_mean_processing": "limiter",
 }
-Live = dict[str, tuple[float | int, str]]  # Given's field -> (the value a series gives, that series)
+Live = dict[str, tuple[float | int, Origin]]  # Given's field -> (the value a series gives, that series)
 
 
 def node_inputs(risk: NodeRisk) -> Live:
@@ -51,21 +52,21 @@ def node_inputs(risk: NodeRisk) -> Live:
     if tcp is not None and tcp.max_entries:
         out["max_entries"] = (tcp.max_entries, tcp.capacity_source)
     any4 = risk.maps.get(CT_MAPS["ipv4"][1])
-    if any4 is not None and any4.max_entries and any4.capacity_source.startswith(("ctwatch_", "cilium_")):
+    if any4 is not None and any4.max_entries and any4.capacity_source.is_series:
         out["any_max_entries"] = (any4.max_entries, any4.capacity_source)  # a series', not a fallback's
     v6 = risk.maps.get(CT_MAPS["ipv6"][0])
     if v6 is not None and v6.max_entries:
         out["ipv6_max_entries"] = (v6.max_entries, v6.capacity_source)
     rate = risk.walk_rate.get("ipv4")
-    if rate is not None and rate.source.startswith("ctwatch_"):
+    if rate is not None and rate.source.is_series:
         out["rate"] = (rate.entries_per_second, rate.source)  # whole entries/s since series.py read it
-    if risk.deadline_source == "ctwatch_deadline_seconds":
+    if risk.deadline_source.is_series:
         out["deadline"] = (float(risk.deadline), risk.deadline_source)
-    if risk.regeneration_source == REGENERATION_SERIES:
+    if risk.regeneration_source.is_series:
         out["regeneration"] = (risk.regeneration, risk.regeneration_source)  # in ms since series.py read it
     mean = risk.limiter.get("mean_processing_s")
     if mean is not None and mean > 0:  # 0: no create processed since the agent started (a fresh limiter)
-        out["create_mean_processing"] = (mean, MEAN_PROCESSING_SERIES)
+        out["create_mean_processing"] = (mean, Origin.of_series(MEAN_PROCESSING_SERIES))
     return out
 
 
@@ -91,7 +92,7 @@ def shown(field: str, value: float | int) -> str:
 def with_live(given: Given, live: Live, node: str) -> Given:
     """``given`` with each live value it does not already hold, and that value's series as its source."""
     used = {k: v for k, v in live.items() if getattr(given, k) is None}
-    sources = tuple((k, f"live: {series} of {node}") for k, (_, series) in used.items() if k in _ORIGIN_OF)
+    sources = tuple((k, Origin.of_series(row.series, node)) for k, (_, row) in used.items() if k in _ORIGIN_OF)
     return replace(given, **{k: value for k, (value, _) in used.items()}, sources=(*given.sources, *sources))
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from ctsim.core.defaults import CLIENT_TIMEOUT, CT_MAPS, DEFAULT_REGENERATION, ENDPOINT_CREATE, FAMILY_OF_MAP
 from ctsim.core.floats import left_sum
+from ctsim.core.origin import NONE, Origin
 from ctsim.core.profiles import Profile
 from ctsim.core.projection import (
     FamilyWalk,
@@ -30,6 +31,7 @@ from ctsim.core.projection import (
 from ctsim.core.rate import LimiterCore
 from ctsim.fleet.series import REGENERATION_SERIES, CTCleanWaits, NodeFacts
 
+MODEL_REGENERATION = Origin.default("the model's assumption")
 DEFAULT_BURST = 10  # ctwatch's --burst default: the burst a node without ctwatch is projected for
 DISAGREE = 2.0  # observed and projected differ by more than this factor: flagged
 
@@ -41,11 +43,11 @@ class Assumptions:
     profile: Profile
     pods: int | None = None  # None: each node's ctwatch burst, else DEFAULT_BURST
     rate: float | None = None  # --rate or --calibration: the walk rate where ctwatch measured none
-    rate_source: str = ""
+    rate_source: Origin = NONE
     rate_short: str = ""  # the source in a table cell
     bucket_seconds: float = 0.0
     capacity: tuple[int, int] | None = None  # (TCP, non-TCP) map capacity where no series gives it
-    capacity_source: str = ""
+    capacity_source: Origin = NONE
     regeneration: float = DEFAULT_REGENERATION
 
 
@@ -56,8 +58,8 @@ class MapFigures:
     family: str
     entries: int
     max_entries: int | None
-    entries_source: str
-    capacity_source: str
+    entries_source: Origin
+    capacity_source: Origin
 
 
 @dataclass(frozen=True)
@@ -65,7 +67,7 @@ class FamilyRate:
     """A family's walk rate and where it came from: a ctwatch series, a fleet-wide flag, or the profile."""
 
     entries_per_second: float
-    source: str
+    source: Origin
     short: str  # in a table cell
 
 
@@ -96,11 +98,11 @@ class NodeRisk:
     level: Level
     sources: list[str]
     pods: int
-    pods_source: str
+    pods_source: Origin
     deadline: float
-    deadline_source: str
+    deadline_source: Origin
     regeneration: float = DEFAULT_REGENERATION  # seconds after a scrub until the endpoint is up
-    regeneration_source: str = "default: the model's assumption"
+    regeneration_source: Origin = MODEL_REGENERATION
     limiter: dict[str, float] = field(default_factory=dict)  # endpoint-create's, as the agent last set it
     maps: dict[str, MapFigures] = field(default_factory=dict)  # by pinned name
     walk_rate: dict[str, FamilyRate] = field(default_factory=dict)  # by family
@@ -143,14 +145,14 @@ NO_GC_INTERVAL = (
 )
 
 
-def _capacity(facts: NodeFacts, name: str, a: Assumptions) -> tuple[int | None, str]:
+def _capacity(facts: NodeFacts, name: str, a: Assumptions) -> tuple[int | None, Origin]:
     m = facts.maps[name]
     if m.max_entries is not None:
-        return m.max_entries, m.capacity_series
+        return m.max_entries, Origin.of_series(m.capacity_series)
     if a.capacity is not None:
         tcp, any_ = a.capacity
         return (tcp if name == CT_MAPS[FAMILY_OF_MAP[name]][0] else any_), a.capacity_source
-    return None, ""
+    return None, NONE
 
 
 def _maps(facts: NodeFacts, a: Assumptions, risk: NodeRisk) -> dict[str, tuple[tuple[float, ...], tuple[int, ...]]]:
@@ -176,7 +178,7 @@ def _maps(facts: NodeFacts, a: Assumptions, risk: NodeRisk) -> dict[str, tuple[t
                 per_s = m.growth * cap if m.growth is not None else None
             if entries is None:
                 continue
-            risk.maps[name] = MapFigures(family, round(entries), cap, m.entries_series, cap_source)
+            risk.maps[name] = MapFigures(family, round(entries), cap, Origin.of_series(m.entries_series), cap_source)
             counts.append(entries)
             caps.append(cap or 0)
             if per_s is not None:
@@ -208,21 +210,21 @@ def _maps(facts: NodeFacts, a: Assumptions, risk: NodeRisk) -> dict[str, tuple[t
 def assess(facts: NodeFacts, a: Assumptions) -> NodeRisk:
     """One node's row: every figure from ``ctsim.core.projection`` on that node's facts."""
     pods, pods_source = (
-        (a.pods, "--pods")
+        (a.pods, Origin.flag("--pods"))
         if a.pods is not None
-        else (facts.burst, "ctwatch_burst_pods")
+        else (facts.burst, Origin.of_series("ctwatch_burst_pods"))
         if facts.burst is not None
-        else (DEFAULT_BURST, "default: ctwatch's")
+        else (DEFAULT_BURST, Origin.default("ctwatch's"))
     )
     deadline, deadline_source = (
-        (facts.deadline, "ctwatch_deadline_seconds")
+        (facts.deadline, Origin.of_series("ctwatch_deadline_seconds"))
         if facts.deadline is not None
-        else (CLIENT_TIMEOUT, "default: cilium-cni's ClientTimeout")
+        else (CLIENT_TIMEOUT, Origin.default("cilium-cni's ClientTimeout"))
     )
     regeneration, regeneration_source = (
-        (facts.regeneration, REGENERATION_SERIES)
+        (facts.regeneration, Origin.of_series(REGENERATION_SERIES))
         if facts.regeneration is not None
-        else (a.regeneration, "default: the model's assumption")
+        else (a.regeneration, MODEL_REGENERATION)
     )
     risk = NodeRisk(
         node=facts.node,
@@ -256,12 +258,13 @@ def assess(facts: NodeFacts, a: Assumptions) -> NodeRisk:
     for family, (counts, caps) in per_family.items():
         if family in facts.rates:
             rate, label = facts.rates[family]
-            source, buckets = f'ctwatch_walk_rate_entries_per_second{{source="{label}"}}', 0.0
+            source, buckets = Origin.of_series(f'ctwatch_walk_rate_entries_per_second{{source="{label}"}}'), 0.0
             short = f"ctwatch ({label})" if label else "ctwatch"
         elif a.rate is not None:
             rate, source, buckets, short = a.rate, a.rate_source, a.bucket_seconds, a.rate_short
         else:
-            rate, source, buckets = a.profile.walk_rate, f"profile {a.profile.name}", a.profile.bucket_seconds
+            rate, buckets = a.profile.walk_rate, a.profile.bucket_seconds
+            source = Origin.published(f"profile {a.profile.name}")
             short = a.profile.name
         walk = FamilyWalk(family, counts, rate, caps if buckets else (), buckets)
         walks.append(walk)
@@ -308,7 +311,7 @@ def _compare(risk: NodeRisk) -> None:
                 f"create of {mean:.3g}s gives {core.parallel_requests} (the model's start): its limiter is not "
                 "v1.16.5's default (--api-rate-limit?)"
             )
-    ours = risk.pods_source == "ctwatch_burst_pods" and risk.deadline_source == "ctwatch_deadline_seconds"
+    ours = risk.pods_source.is_series and risk.deadline_source.is_series  # ctwatch's own burst and deadline
     if ours and risk.ctwatch_level is not None and risk.ctwatch_level != risk.level:
         risk.flags.append(f"ctwatch reports {risk.ctwatch_level} (its own burst and thresholds), this row {risk.level}")
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, fields
 from ctsim.core.calibration import Calibration
 from ctsim.core.defaults import LIMIT_TABLE_MIN
 from ctsim.core.errors import InputError
+from ctsim.core.origin import Origin
 from ctsim.core.profiles import DEFAULT_PROFILE, get_profile
 from ctsim.core.quantity import parse_count, parse_duration, parse_float
 from ctsim.inputs.churn import ChurnSchedule, parse_churn
@@ -80,9 +81,9 @@ class Given:
     # empty: ``pods`` pods within kubelet's start spread. Not a flag.
     arrivals: tuple[float, ...] = ()
     # Where an input came from when not from the user's flags: (input, origin), e.g. a live series.
-    sources: tuple[tuple[str, str], ...] = ()
+    sources: tuple[tuple[str, Origin], ...] = ()
 
-    def source(self, name: str) -> str | None:
+    def source(self, name: str) -> Origin | None:
         for key, origin in self.sources:
             if key == name:
                 return origin

@@ -7,7 +7,6 @@ the same parsed values, and so bad input fails before any simulation starts.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 from ctsim.core.calibration import walk_rate
@@ -24,6 +23,7 @@ from ctsim.core.defaults import (
     TEARDOWN_TIMEOUT,
 )
 from ctsim.core.errors import InputError
+from ctsim.core.origin import Origin
 from ctsim.core.profiles import get_profile
 from ctsim.core.projection import FamilyWalk, scrub_seconds
 from ctsim.core.quantity import format_bytes, format_duration
@@ -60,7 +60,7 @@ class Scenario:
     profile: str
     entries: int  # the IPv4 TCP map's at t=0
     max_entries: int
-    max_entries_source: str
+    max_entries_source: Origin
     any_max_entries: int
     agent_state: AgentState  # warm: up for days (skip-initial spent); fresh: just started
     ipv6_entries: int | None  # None: IPv4 only; else the node is dual-stack
@@ -94,8 +94,8 @@ class Scenario:
     create_mean_processing: float = 0.0
     until_resolved: bool = False  # no --horizon: the run ends when the burst is resolved (see ctsim.sim.model)
     notes: tuple[str, ...] = field(default=())
-    # Where each input came from, in the inputs block's order: (input, "given" | "derived: ..." | "preset ..." | ...).
-    origins: tuple[tuple[str, str], ...] = field(default=())
+    # Where each input came from, in the inputs block's order: (input, its Origin).
+    origins: tuple[tuple[str, Origin], ...] = field(default=())
     # How many times faster than the node's clock the run's clock goes; every
     # duration but a walk's is divided by it (walks are entries / rate).
     # 1 for `ctsim run`; `ctsim emulate` scales down.
@@ -118,8 +118,8 @@ class Scenario:
             pod_start_spread=self.pod_start_spread / k,
         )
 
-    def origin(self, name: str) -> str:
-        return dict(self.origins).get(name, "")
+    def origin(self, name: str) -> Origin | None:
+        return dict(self.origins).get(name)
 
     def start_walks(self) -> list[FamilyWalk]:
         """Each family's walk of the table at t=0: what run's advice and plan's safe burst project."""
@@ -172,18 +172,18 @@ def resolve(g: Given) -> Scenario:
     p = get_preset(DEFAULT_PRESET if g.preset is None else g.preset)
     prof = get_profile(g.profile)
     notes: list[str] = []
-    origins: dict[str, str] = {}
-    from_preset = f"preset {p.name}"
+    origins: dict[str, Origin] = {}
+    from_preset = Origin.preset(p.name)
 
-    def said(name: str) -> str:
+    def said(name: str) -> Origin:
         """Where a given input came from: the user's flag, or the source that stood in for it (a live series)."""
-        return g.source(name) or "given"
+        return g.source(name) or Origin.given()
 
-    def origin(name: str, flag: object, otherwise: str) -> None:
+    def origin(name: str, flag: object, otherwise: Origin) -> None:
         origins[name] = said(name) if flag is not None else otherwise
 
     n_cores = g.cores if g.cores is not None else p.cores
-    cap = _capacity(p, g, notes, said)
+    cap = _capacity(p, g, notes)
     user_sized = g.max_entries is not None or g.node_memory is not None or g.map_ratio is not None
     tcp_max, any_max, capacity_origin = cap.tcp, cap.any, cap.origin
     if g.entries is None:
@@ -192,10 +192,10 @@ def resolve(g: Given) -> Scenario:
         n_entries, tcp_max, capacity_origin = _fill(
             "--entries", g.entries, tcp_max, capacity_origin, user_sized, "TCP", notes
         )
-        origins["entries"] = said("entries") + ("" if n_entries == g.entries else ", clamped to the map")
+        origins["entries"] = said("entries").amended("" if n_entries == g.entries else ", clamped to the map")
     if g.any_entries is None:
         n_any = min(p.any_entries, any_max)
-        origins["any_entries"] = f"{from_preset}: {p.any_assumption}"
+        origins["any_entries"] = Origin.preset(p.name, p.any_assumption)
     else:
         n_any, any_max, capacity_origin = _fill(
             "--any-entries",
@@ -206,11 +206,11 @@ def resolve(g: Given) -> Scenario:
             "non-TCP",
             notes,
         )
-        origins["any_entries"] = said("any_entries") + ("" if n_any == g.any_entries else ", clamped to the map")
+        origins["any_entries"] = said("any_entries").amended("" if n_any == g.any_entries else ", clamped to the map")
     origins["capacity"] = capacity_origin
     v6_entries, v6_any, v6_tcp_max, v6_any_max = _ipv6_maps(g, tcp_max, any_max, user_sized, notes)
     if v6_entries is not None:
-        origins["ipv6"] = said("ipv6_entries") + (", maps sized like IPv4's" if g.ipv6_max_entries is None else "")
+        origins["ipv6"] = said("ipv6_entries").amended(", maps sized like IPv4's" if g.ipv6_max_entries is None else "")
 
     expired = g.expired_fraction if g.expired_fraction is not None else p.expired_fraction
     origin("expired_fraction", g.expired_fraction, from_preset)
@@ -223,7 +223,7 @@ def resolve(g: Given) -> Scenario:
     )
     if walk.note:
         notes.append(walk.note)
-    origins["walk_rate"] = said("rate") if g.rate is not None else rate_source
+    origins["walk_rate"] = said("rate") if g.rate is not None else walk.source
 
     schedule = g.churn if g.churn is not None else p.churn_schedule
     origin("churn", g.churn, from_preset)
@@ -235,19 +235,19 @@ def resolve(g: Given) -> Scenario:
             raise InputError(f"{flag}: give --ipv6-entries too (it makes the node dual-stack)")
         v6_schedules.append(value if value is not None else NO_CHURN)
     conn_s = g.conn_duration if g.conn_duration is not None else DEFAULT_CONN_SECONDS
-    origin("conn_duration", g.conn_duration, "default")
+    origin("conn_duration", g.conn_duration, Origin.default())
     if g.conn_duration is not None and all(c.peak == 0 for c in (schedule, any_schedule, *v6_schedules)):
         notes.append("--conn-duration has no effect: no churn opens connections in this run")
     deadline_s = g.deadline if g.deadline is not None else CLIENT_TIMEOUT
-    origin("deadline", g.deadline, "default: cilium-cni's ClientTimeout")
+    origin("deadline", g.deadline, Origin.default("cilium-cni's ClientTimeout"))
     if g.horizon is not None:
         horizon_s = g.horizon
         origins["horizon"] = said("horizon")
     else:
         horizon_s = UNTIL_RESOLVED_CAP
-        origins["horizon"] = f"until resolved (at most {format_duration(UNTIL_RESOLVED_CAP)})"
+        origins["horizon"] = Origin.rule(f"until resolved (at most {format_duration(UNTIL_RESOLVED_CAP)})")
     regen_s = g.regeneration if g.regeneration is not None else DEFAULT_REGENERATION
-    origin("regeneration", g.regeneration, "default: the model's assumption")
+    origin("regeneration", g.regeneration, Origin.default("the model's assumption"))
     origin("cores", g.cores, from_preset)
     fixed, initial, first_pass, max_interval = _gc_start(g, notes)
     walks = [FamilyWalk("ipv4", (n_entries, n_any), walk_rate_s, (tcp_max, any_max), bucket_s)]
@@ -323,7 +323,7 @@ class _Capacity:
 
     __slots__ = ("any", "memory", "origin", "preset_tcp", "ratio", "tcp")
 
-    def __init__(self, tcp: int, any_: int, origin: str, memory: int, ratio: float | None, preset_tcp: int) -> None:
+    def __init__(self, tcp: int, any_: int, origin: Origin, memory: int, ratio: float | None, preset_tcp: int) -> None:
         self.tcp, self.any, self.origin, self.memory, self.ratio, self.preset_tcp = (
             tcp,
             any_,
@@ -332,6 +332,14 @@ class _Capacity:
             ratio,
             preset_tcp,
         )
+
+
+def _both_maps(tcp: Origin, any_: Origin, sized: Origin) -> Origin:
+    """The two maps' capacities' origin, said once: the sizing's alone where neither map was given its own."""
+    if tcp is sized and any_ is sized:
+        return sized
+    left = f"TCP {sized}" if tcp is sized else f"{tcp} (TCP)" if tcp.is_series else str(tcp)
+    return Origin(f"{left}; non-TCP {any_}", (any_ if tcp is sized else tcp).source)
 
 
 def _static_tcp(p: Preset) -> int:
@@ -346,11 +354,11 @@ def _preset_tcp(p: Preset) -> int:
 def map_capacity(g: Given) -> tuple[int, int]:
     """The TCP and non-TCP maps' capacity ``resolve`` gives ``g``'s sizing over its preset: the fleet's too."""
     p = get_preset(DEFAULT_PRESET if g.preset is None else g.preset)
-    cap = _capacity(p, g, [], lambda name: "")
+    cap = _capacity(p, g, [])
     return cap.tcp, cap.any
 
 
-def _capacity(p: Preset, g: Given, notes: list[str], said: Callable[[str], str]) -> _Capacity:
+def _capacity(p: Preset, g: Given, notes: list[str]) -> _Capacity:
     """The maps' capacity: --max-entries, else sizing from memory x ratio, else static sizes.
 
     A given --node-memory or --map-ratio always sizes the maps: memory or
@@ -385,43 +393,42 @@ def _capacity(p: Preset, g: Given, notes: list[str], said: Callable[[str], str])
                 "Cilium sizes such maps as the model does, to what the wrapped product gives"
             )
         how = f"dynamic sizing, {memory_from} x {ratio_from}"
-        sized = g.node_memory is not None or g.map_ratio is not None
-        origin = f"derived: {how}" if sized else f"{from_preset}: {how}"
+        sized_by_user = g.node_memory is not None or g.map_ratio is not None
+        sized = Origin.derived(how) if sized_by_user else Origin.preset(p.name, how)
     else:
         if g.node_memory is not None:
             notes.append("--node-memory sizes nothing: --map-ratio 0 turns dynamic sizing off (static map sizes)")
         tcp, any_ = _static_tcp(p), CT_MAP_ENTRIES_GLOBAL_ANY_DEFAULT  # the preset's static limit, if it has one
-        origin = f"{from_preset}: static sizes" if p.ct_tcp_max else "default: Cilium's static sizes"
-    sized = origin
+        sized = Origin.preset(p.name, "static sizes") if p.ct_tcp_max else Origin.default("Cilium's static sizes")
+    tcp_origin = any_origin = sized
     if g.max_entries is not None:
         tcp = g.max_entries
         if tcp > LIMIT_TABLE_MAX:
             raise InputError(f"--max-entries: {tcp:,} exceeds Cilium's limit of {LIMIT_TABLE_MAX:,} (LimitTableMax)")
-        source = g.source("max_entries")
-        origin = f"{source} (TCP); non-TCP {sized}" if source else f"given: TCP --max-entries; non-TCP {sized}"
+        tcp_origin = g.source("max_entries") or Origin.given("TCP --max-entries")
     if g.any_max_entries is not None:
         any_ = g.any_max_entries
         if any_ > LIMIT_TABLE_MAX:
             raise InputError(
                 f"--any-max-entries: {any_:,} exceeds Cilium's limit of {LIMIT_TABLE_MAX:,} (LimitTableMax)"
             )
-        tcp_part = origin.rpartition("; non-TCP ")[0] if g.max_entries is not None else f"TCP {sized}"
-        origin = f"{tcp_part}; non-TCP {g.source('any_max_entries') or 'given: --any-max-entries'}"
+        any_origin = g.source("any_max_entries") or Origin.given("--any-max-entries")
+    origin = _both_maps(tcp_origin, any_origin, sized)
     return _Capacity(tcp, any_, origin, memory, ratio, _preset_tcp(p))
 
 
-def _preset_share(p: Preset, tcp_max: int, preset_tcp: int) -> tuple[int, str]:
+def _preset_share(p: Preset, tcp_max: int, preset_tcp: int) -> tuple[int, Origin]:
     """The preset's TCP entries: its count on its own map, the same share of any other."""
     share = p.entries / preset_tcp
     what = "a full map" if share >= 1 else f"{share:.0%} of the map"
     if tcp_max == preset_tcp:
-        return p.entries, f"preset {p.name}: {what}"
-    return min(tcp_max, round(share * tcp_max)), f"derived: preset {p.name}'s share of the map, {what}"
+        return p.entries, Origin.preset(p.name, what)
+    return min(tcp_max, round(share * tcp_max)), Origin.derived(f"preset {p.name}'s share of the map, {what}")
 
 
 def _fill(
-    flag: str, entries: int, capacity: int, origin: str, user_sized: bool, which: str, notes: list[str]
-) -> tuple[int, int, str]:
+    flag: str, entries: int, capacity: int, origin: Origin, user_sized: bool, which: str, notes: list[str]
+) -> tuple[int, int, Origin]:
     """A given count on its map: a map the user sized holds what fits; a preset's map grows to hold it."""
     if entries <= capacity:
         return entries, capacity, origin
@@ -433,7 +440,7 @@ def _fill(
         return capacity, capacity, origin
     if entries > LIMIT_TABLE_MAX:
         raise InputError(f"{flag}: {entries:,} exceeds Cilium's CT map limit of {LIMIT_TABLE_MAX:,} (LimitTableMax)")
-    return entries, entries, f"{origin}; {which} raised to {flag}'s {entries:,}"
+    return entries, entries, origin.amended(f"; {which} raised to {flag}'s {entries:,}")
 
 
 def _ipv6_maps(
@@ -457,14 +464,15 @@ def _ipv6_maps(
                 raise InputError(f"{flag}: give --ipv6-entries too (it makes the node dual-stack)")
         return None, 0, v6_tcp_max, v6_any_max
     capped = user_sized or g.ipv6_max_entries is not None
-    v6_entries, v6_tcp_max, _ = _fill("--ipv6-entries", g.ipv6_entries, v6_tcp_max, "", capped, "IPv6 TCP", notes)
-    v6_any, v6_any_max, _ = _fill("--ipv6-any-entries", v6_any, v6_any_max, "", capped, "IPv6 non-TCP", notes)
+    unsaid = Origin.given()  # the IPv6 maps' capacity has no origin of its own in the inputs block
+    v6_entries, v6_tcp_max, _ = _fill("--ipv6-entries", g.ipv6_entries, v6_tcp_max, unsaid, capped, "IPv6 TCP", notes)
+    v6_any, v6_any_max, _ = _fill("--ipv6-any-entries", v6_any, v6_any_max, unsaid, capped, "IPv6 non-TCP", notes)
     return v6_entries, v6_any, v6_tcp_max, v6_any_max
 
 
 def _warm_limiter(
     agent_state: AgentState, walks: list[FamilyWalk], regeneration: float, deadline: float
-) -> tuple[float, str]:
+) -> tuple[float, Origin]:
     """endpoint-create's meanProcessingDuration at t=0, and how it was derived.
 
     A warm agent's last ``mean_over`` (10) creates each took one scrub of the
@@ -473,12 +481,12 @@ def _warm_limiter(
     to AutoAdjust). A fresh agent has no mean: the limiter starts at its defaults.
     """
     if agent_state is AgentState.FRESH:
-        return 0.0, "default: a fresh agent's limiter, at its v1.16.5 parameters"
+        return 0.0, Origin.default("a fresh agent's limiter, at its v1.16.5 parameters")
     walk = scrub_seconds(walks)
     mean = min(walk + regeneration, deadline)
     capped = " (capped at the deadline)" if walk + regeneration > deadline else ""
-    return mean, (
-        f"derived: AutoAdjust after the last {ENDPOINT_CREATE.mean_over} creates, each one scrub of this table "
+    return mean, Origin.derived(
+        f"AutoAdjust after the last {ENDPOINT_CREATE.mean_over} creates, each one scrub of this table "
         f"plus the regeneration, {format_duration(mean)}{capped}"
     )
 

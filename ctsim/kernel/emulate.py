@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from ctsim.core.errors import InputError, WorkFailed
+from ctsim.core.origin import Origin
 from ctsim.core.quantity import parse_duration
 from ctsim.inputs.churn import ChurnSchedule
 from ctsim.inputs.scenario import Scenario
@@ -58,7 +59,7 @@ def scale(s: Scenario, time_scale: float, real_rate: float, delete_seconds: floa
         max_entries=max(entries, round(s.max_entries * factor), 16),
         any_max_entries=max(any_entries, round(s.any_max_entries * factor), 16),
         walk_rate=real_rate,
-        rate_source=f"{s.rate_source} (emulation: {real_rate:,.0f} entries/s on this kernel)",
+        rate_source=s.rate_source.amended(f" (emulation: {real_rate:,.0f} entries/s on this kernel)"),
         delete_seconds=delete_seconds,
         bucket_seconds=0.0,  # the emulation walks entry by entry, at the paced rate
         churn=ChurnSchedule(((0.0, float("inf")),)),
@@ -303,7 +304,7 @@ def fixed_horizon(s: Scenario) -> Scenario:
         return s
     horizon = parse_duration(EMULATED_HORIZON, "--horizon")
     note = f"ctsim emulate runs a fixed horizon: {EMULATED_HORIZON} without --horizon"
-    origins = (*[(k, v) for k, v in s.origins if k != "horizon"], ("horizon", f"default: {EMULATED_HORIZON}"))
+    origins = (*[(k, v) for k, v in s.origins if k != "horizon"], ("horizon", Origin.default(EMULATED_HORIZON)))
     return replace(s, horizon=horizon, until_resolved=False, notes=(*s.notes, note), origins=origins)
 
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import errno
-import os
 import hashlib
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -255,7 +255,7 @@ def test_an_implausible_pressure_is_left_out_and_named() -> None:
     assert 'cilium_bpf_map_pressure{map_name="ct4_global"} = 1e+30 is implausible' in (r.error or ""), r.error
 
 
-THROWAWAY = '''
+THROWAWAY = """
 import sys
 from ctsim.core.quantity import parse_count
 from ctwatch.collector import Collector, Setting, register_collector
@@ -282,7 +282,7 @@ from ctwatch.cli import main
 
 sys.argv = ["ctwatch", *sys.argv[1:]]
 main()
-'''
+"""
 
 
 def test_a_new_source_with_a_flag_that_feeds_the_projection_is_one_registration(tmp_path: Path) -> None:
