@@ -14,9 +14,8 @@ from typing import Any
 
 from ctsim.core.defaults import CONNTRACK_GC_MAX_LRU_INTERVAL, CONNTRACK_GC_STARTING_INTERVAL, LIMIT_TABLE_MIN
 from ctsim.core.errors import InputError
-from ctsim.core.floats import left_sum
 from ctsim.core.profiles import get_profile
-from ctsim.core.projection import SAFE_BURST_MEANS, FamilyWalk, max_entries_for_burst, safe_burst, scrub_seconds
+from ctsim.core.projection import SAFE_BURST_MEANS, FamilyWalk, Projection
 from ctsim.core.quantity import format_duration, parse_count, parse_duration
 from ctsim.core.sizing import CTMapSizes
 from ctsim.inputs.given import MAX_HORIZON, Given, parse_given
@@ -315,7 +314,11 @@ def plan(facts: Facts) -> CapacityPlan:
         FamilyWalk(family, adaptive.peak_maps[2 * i : 2 * i + 2], today.walk_rate, capacities[i], today.bucket_seconds)
         for i, family in enumerate(("ipv4", "ipv6")[: len(adaptive.peak_maps) // 2])
     ]
-    peak_fits = safe_burst(peak, today.deadline, overhead)
+    at_the_peak, today_ = (
+        Projection(peak, burst, today.deadline, overhead),
+        Projection(now, burst, today.deadline, overhead),
+    )
+    peak_fits = at_the_peak.safe_burst
     at_peak = Outcome.of(burst_at(facts, adaptive))
 
     candidates: list[tuple[str, str, int, Outcome]] = [
@@ -326,7 +329,7 @@ def plan(facts: Facts) -> CapacityPlan:
             Outcome.of(burst_at(facts, fixed)),
         )
     ]
-    cap = max_entries_for_burst(peak, burst, today.deadline, overhead)
+    cap = at_the_peak.max_entries_for_burst
     # A cap the table never reaches changes nothing; one under LimitTableMin is not a map Cilium makes.
     if LIMIT_TABLE_MIN <= cap < min(today.max_entries, adaptive.peak_maps[0]):
         capped = steady_state(facts, 0.0, max_entries=cap)
@@ -355,12 +358,12 @@ def plan(facts: Facts) -> CapacityPlan:
         today=today,
         drift_horizon=facts.drift_horizon_text,
         map_memory_bytes=memory,
-        entries=left_sum(w.entries for w in now),
-        walk_seconds=scrub_seconds(now),
-        safe_burst=safe_burst(now, today.deadline, overhead),
+        entries=today_.entries,
+        walk_seconds=today_.scrub_seconds,
+        safe_burst=today_.safe_burst,
         adaptive=adaptive,
         fixed_60s=fixed,
-        peak_walk_seconds=scrub_seconds(peak),
+        peak_walk_seconds=at_the_peak.scrub_seconds,
         peak_safe_burst=peak_fits,
         burst_at_peak=at_peak,
         smallest_collapsing_burst=smallest_collapsing_burst(facts, adaptive, (peak_fits or 0) + 1),

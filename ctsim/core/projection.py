@@ -188,3 +188,41 @@ def max_entries_for_burst(walks: Sequence[FamilyWalk], burst: int, deadline: flo
         if per_scale > 0:
             fits = min(fits, math.floor(total * (budget - at_empty) / per_scale))
     return max(0, int(fits))
+
+
+class Projection:
+    """A node's scrubs held against the deadline, composed once: run's advice, plan, a fleet row and ctwatch.
+
+    ``overhead`` (the regeneration) follows the last scrub before the
+    endpoint is up. A slotted class: cheap to define at every start.
+    """
+
+    __slots__ = (
+        "burst",
+        "burst_seconds",
+        "deadline",
+        "deadline_ratio",
+        "entries",
+        "level",
+        "max_entries_for_burst",
+        "safe_burst",
+        "scrub_seconds",
+    )
+
+    def __init__(
+        self,
+        walks: Sequence[FamilyWalk],
+        burst: int,
+        deadline: float,
+        overhead: float = 0.0,
+        warning: float = WARNING_RATIO,
+        critical: float = CRITICAL_RATIO,
+    ) -> None:
+        self.burst, self.deadline = burst, deadline
+        self.entries = left_sum(w.entries for w in walks)  # every map of every family
+        self.scrub_seconds = scrub_seconds(walks)  # one scrub on an idle node
+        self.burst_seconds = burst_seconds(walks, burst) + overhead  # until the burst's last endpoint is up
+        self.deadline_ratio = self.burst_seconds / deadline
+        self.level = level_of(self.deadline_ratio, warning, critical)
+        self.safe_burst = safe_burst(walks, deadline, overhead)  # None: unbounded (empty tables)
+        self.max_entries_for_burst = max_entries_for_burst(walks, burst, deadline, overhead)

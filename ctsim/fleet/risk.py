@@ -15,17 +15,12 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ctsim.core.defaults import CLIENT_TIMEOUT, CT_MAPS, DEFAULT_REGENERATION, ENDPOINT_CREATE, FAMILY_OF_MAP
-from ctsim.core.floats import left_sum
 from ctsim.core.origin import NONE, Origin
 from ctsim.core.profiles import Profile
 from ctsim.core.projection import (
     FamilyWalk,
     Level,
-    burst_seconds,
-    level_of,
-    max_entries_for_burst,
-    safe_burst,
-    scrub_seconds,
+    Projection,
     seconds_until,
 )
 from ctsim.core.rate import LimiterCore
@@ -270,16 +265,11 @@ def assess(facts: NodeFacts, a: Assumptions) -> NodeRisk:
         walks.append(walk)
         risk.walk_rate[family] = FamilyRate(rate, source, short)
         risk.walk_seconds[family] = walk.seconds
-    overhead = risk.regeneration
-    risk.scrub_seconds = scrub_seconds(walks)
-    risk.burst_seconds = burst_seconds(walks, pods) + overhead
-    risk.deadline_ratio = risk.burst_seconds / deadline
-    risk.safe_burst = safe_burst(walks, deadline, overhead)
-    risk.level = level_of(risk.deadline_ratio)
-    total = left_sum(w.entries for w in walks)
-    limit = risk.max_entries_for_burst = max_entries_for_burst(walks, pods, deadline, overhead)
+    p = Projection(walks, pods, deadline, risk.regeneration)
+    risk.scrub_seconds, risk.burst_seconds, risk.deadline_ratio = p.scrub_seconds, p.burst_seconds, p.deadline_ratio
+    risk.safe_burst, risk.level, risk.max_entries_for_burst = p.safe_burst, p.level, p.max_entries_for_burst
     growth = risk.growth_per_hour / 3600 if risk.growth_per_hour is not None else None
-    risk.seconds_until_deadline = seconds_until(total, limit, growth)
+    risk.seconds_until_deadline = seconds_until(p.entries, p.max_entries_for_burst, growth)
     _compare(risk)
     return risk
 

@@ -12,7 +12,7 @@ import simpy
 
 from ctsim.core.defaults import CT_MAPS, CT_TIMEOUT_ANY, CT_TIMEOUT_TCP_FIN
 from ctsim.core.gc_interval import GCPolicy
-from ctsim.core.projection import FamilyWalk, max_entries_for_burst, safe_burst
+from ctsim.core.projection import FamilyWalk, Projection
 from ctsim.inputs.scenario import Scenario
 from ctsim.sim.clock import advance, process_after, start_processes
 from ctsim.sim.connections import TICK_SECONDS, ConnectionChurn
@@ -262,6 +262,7 @@ class Model:
             )
             for f in node.families
         ]
+        projected = Projection(walks, s.pods, deadline, overhead)
         if self.ended_because == "horizon" and s.until_resolved:
             self.ended_because = "cap"
         return Result(
@@ -277,8 +278,8 @@ class Model:
             limiter_end=LimiterEnd(node.endpoint_create.core, node.endpoint_delete.core),
             advice=Advice(
                 burst=s.pods,
-                safe_burst=safe_burst(walks, deadline, overhead),
-                max_entries_for_burst=max_entries_for_burst(walks, s.pods, deadline, overhead),
+                safe_burst=projected.safe_burst,
+                max_entries_for_burst=projected.max_entries_for_burst,
                 walk_seconds_for_burst=(deadline - overhead) / s.pods,
             ),
             extra={"tcp_cohorts_at_end": node.families[0].maps[0].cohorts},

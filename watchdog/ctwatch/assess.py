@@ -23,10 +23,7 @@ from ctsim.core.projection import (
     WARNING_RATIO,
     FamilyWalk,
     Level,
-    burst_seconds,
-    level_of,
-    max_entries_for_burst,
-    safe_burst,
+    Projection,
     seconds_until,
 )
 from ctwatch.readings import CT_MAPS, MapReading, Pressure, SourceResult, WalkRate, readings_of
@@ -171,20 +168,16 @@ class Assessor:
         rate_samples: int,
     ) -> FamilyAssessment:
         t = self.thresholds
-        overhead = DEFAULT_REGENERATION
-        burst = burst_seconds(walks, t.burst) + overhead
-        ratio = burst / t.deadline_s
-        fits = safe_burst(walks, t.deadline_s, overhead)
-        level = self._level(walk.family, level_of(ratio, t.warning_ratio, t.critical_ratio))
+        p = Projection(walks, t.burst, t.deadline_s, DEFAULT_REGENERATION, t.warning_ratio, t.critical_ratio)
+        level = self._level(walk.family, p.level)
         entries = round(walk.entries)
         history = self._history.setdefault(walk.family, deque(maxlen=256))
         history.append((now, entries))
         while history and now - history[0][0] > GROWTH_WINDOW_S:
             history.popleft()
         # This family's share of the node-wide table limit at which the burst still fits.
-        total = sum(w.entries for w in walks)
-        node_limit = max_entries_for_burst(walks, t.burst, t.deadline_s, overhead)
-        limit = round(node_limit * walk.entries / total) if total > 0 else node_limit
+        node_limit = p.max_entries_for_burst
+        limit = round(node_limit * walk.entries / p.entries) if p.entries > 0 else node_limit
         return FamilyAssessment(
             family=walk.family,
             entries=entries,
@@ -193,9 +186,9 @@ class Assessor:
             rate=walk.rate,
             rate_source=rate_source,
             walk_seconds=walk.seconds,
-            burst_seconds=burst,
-            deadline_ratio=ratio,
-            safe_burst=math.inf if fits is None else float(fits),
+            burst_seconds=p.burst_seconds,
+            deadline_ratio=p.deadline_ratio,
+            safe_burst=math.inf if p.safe_burst is None else float(p.safe_burst),
             seconds_until_deadline=_eta(history, limit),
             level=level,
             rate_samples=rate_samples,
