@@ -3,6 +3,7 @@
 import pytest
 
 from ctsim.core.defaults import LIMIT_TABLE_MAX
+from ctsim.core.maptype import MapType
 from ctsim.core.projection import walk_seconds
 from ctsim.core.sizing import TOTAL_MAP_MEMORY_DEFAULT, ct_map_sizes
 from tests.support.scenarios import run
@@ -52,7 +53,10 @@ def test_dynamic_sizing_matches_the_agent(memory: int, ratio: float, tcp: int, a
 
 def test_node_memory_flags_give_the_agents_sizes() -> None:
     r = run(node_memory="512Gi", map_ratio="0.005", entries="1M", pods="1", horizon="1m")
-    assert (r.scenario.max_entries, r.scenario.any_max_entries) == (9_644_838, 4_822_419)
+    assert (r.scenario.map(MapType.IPV4_TCP).max_entries, r.scenario.map(MapType.IPV4_ANY).max_entries) == (
+        9_644_838,
+        4_822_419,
+    )
 
 
 def test_the_analytics_burst_collapses(incident) -> None:

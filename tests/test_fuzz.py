@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctsim.core.errors import InputError
+from ctsim.core.maptype import MapType
 from ctsim.inputs.given import MAX_DEADLINE, MAX_HORIZON, MAX_PODS, MIN_GC_INTERVAL, parse_given
 from ctsim.inputs.scenario import resolve_flags
 
@@ -159,4 +160,4 @@ def test_generated_flag_values_resolve_or_fail_in_one_line(flags: dict[str, str]
 )
 def test_counts_people_write(value: str, count: int) -> None:
     assert parse_given(entries=value).entries == count
-    assert resolve_flags(entries=value, max_entries="16Mi").entries == count
+    assert resolve_flags(entries=value, max_entries="16Mi").map(MapType.IPV4_TCP).entries == count

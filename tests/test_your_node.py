@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 from ctsim.cli.app import app
 from ctsim.core.defaults import ENDPOINT_CREATE
 from ctsim.core.errors import InputError
+from ctsim.core.maptype import MapType
 from ctsim.core.sizing import ct_map_sizes
 from ctsim.inputs.scenario import UNTIL_RESOLVED_CAP, resolve_flags
 from ctsim.sim.model import STORM_SETTLE
@@ -27,8 +28,13 @@ def _run_json(*args: str) -> dict:
 def test_a_given_memory_and_ratio_size_the_map_the_preset_only_fills_it() -> None:
     s = resolve_flags(node_memory="64Gi", map_ratio="0.0025", pods="10")
     sizes = ct_map_sizes(64 * 2**30, 0.0025)
-    assert (s.max_entries, s.any_max_entries) == (sizes.tcp, sizes.any) == (602_802, 301_401)
-    assert s.entries == s.max_entries  # the analytics preset's map is full: so is this one
+    assert (
+        (s.map(MapType.IPV4_TCP).max_entries, s.map(MapType.IPV4_ANY).max_entries)
+        == (sizes.tcp, sizes.any)
+        == (602_802, 301_401)
+    )
+    tcp = s.map(MapType.IPV4_TCP)
+    assert tcp.entries == tcp.max_entries  # the analytics preset's map is full: so is this one
     assert s.origin("capacity").startswith("derived: dynamic sizing, --node-memory 64Gi x --map-ratio 0.0025")
     assert s.origin("entries").startswith("derived: preset analytics's share")
     assert run(node_memory="64Gi", map_ratio="0.0025", pods="10").verdict == Verdict.OK
@@ -36,21 +42,22 @@ def test_a_given_memory_and_ratio_size_the_map_the_preset_only_fills_it() -> Non
 
 def test_a_static_preset_sizes_a_given_memory_with_helms_ratio_and_says_so() -> None:
     s = resolve_flags(preset="standard", node_memory="64Gi")
-    assert s.max_entries == ct_map_sizes(64 * 2**30, 0.0025).tcp
+    assert s.map(MapType.IPV4_TCP).max_entries == ct_map_sizes(64 * 2**30, 0.0025).tcp
     assert any("Helm chart's default" in n for n in s.notes)
     # The preset's share of its own 262,144-entry map, on the sized one.
-    assert s.entries == round(250_000 / 262_144 * s.max_entries)
+    assert s.map(MapType.IPV4_TCP).entries == round(250_000 / 262_144 * s.map(MapType.IPV4_TCP).max_entries)
     off = resolve_flags(preset="standard", node_memory="64Gi", map_ratio="0")  # static: the preset's own limit
-    assert off.max_entries == 262_144 and any("sizes nothing" in n for n in off.notes)
-    assert resolve_flags(node_memory="64Gi", map_ratio="0").max_entries == 524_288  # analytics has none: Cilium's
+    assert off.map(MapType.IPV4_TCP).max_entries == 262_144 and any("sizes nothing" in n for n in off.notes)
+    static = resolve_flags(node_memory="64Gi", map_ratio="0")
+    assert static.map(MapType.IPV4_TCP).max_entries == 524_288  # analytics has none: Cilium's
 
 
 def test_entries_beyond_a_sized_map_are_clamped_and_beyond_a_preset_map_raise_it() -> None:
     sized = resolve_flags(node_memory="64Gi", entries="2M")
-    assert sized.entries == sized.max_entries == 1_205_604
+    assert sized.maps[0].entries == sized.maps[0].max_entries == 1_205_604
     assert any("clamped" in n for n in sized.notes) and sized.origin("entries") == "given, clamped to the map"
     preset = resolve_flags(preset="standard", entries="1M")
-    assert preset.entries == preset.max_entries == 1_000_000
+    assert preset.maps[0].entries == preset.maps[0].max_entries == 1_000_000
     assert "raised" in preset.origin("capacity")
 
 
@@ -77,7 +84,7 @@ def test_ipv6_non_tcp_entries_need_a_dual_stack_node() -> None:
     with pytest.raises(InputError, match="--ipv6-any-entries: give --ipv6-entries"):
         resolve_flags(ipv6_any_entries="1M")
     s = resolve_flags(entries="1M", ipv6_entries="1M", ipv6_any_entries="2M")
-    assert (s.ipv6_entries, s.ipv6_any_entries) == (1_000_000, 2_000_000)
+    assert (s.map(MapType.IPV6_TCP).entries, s.map(MapType.IPV6_ANY).entries) == (1_000_000, 2_000_000)
 
 
 def test_a_warm_agent_starts_endpoint_create_where_autoadjust_left_it() -> None:
@@ -150,7 +157,7 @@ def test_a_batched_walk_pays_for_every_bucket_of_its_maps() -> None:
 
     prof = PROFILES["cilium-1.18"]
     empty = run(entries="0", profile="cilium-1.18", pods="1", horizon="5m")
-    capacity = empty.scenario.max_entries + empty.scenario.any_max_entries
+    capacity = sum(m.max_entries for m in empty.scenario.maps)  # an IPv4-only node's two maps
     assert empty.walk_seconds == pytest.approx(capacity * prof.bucket_seconds) and empty.walk_seconds > 0
     assert run(entries="0", pods="1", horizon="5m").walk_seconds == 0.0  # per entry: an empty map is free
 
@@ -180,7 +187,7 @@ def test_plan_takes_the_same_maps_non_tcp_and_dual_stack() -> None:
     assert sum(state.peak_maps) == state.peak_entries
     burst = planner.burst_at(facts, state)
     s = burst.scenario
-    assert (s.entries, s.any_entries, s.ipv6_entries, s.ipv6_any_entries) == state.peak_maps
+    assert tuple(m.entries for m in s.maps) == state.peak_maps  # IPv4 TCP, non-TCP, IPv6 TCP, non-TCP
     assert len(burst.walks) == 2
 
 

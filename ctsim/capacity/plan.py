@@ -14,6 +14,7 @@ from typing import Any
 
 from ctsim.core.defaults import CONNTRACK_GC_MAX_LRU_INTERVAL, CONNTRACK_GC_STARTING_INTERVAL, LIMIT_TABLE_MIN
 from ctsim.core.errors import InputError
+from ctsim.core.maptype import FAMILIES, MapType
 from ctsim.core.profiles import get_profile
 from ctsim.core.projection import SAFE_BURST_MEANS, FamilyWalk, Projection
 from ctsim.core.quantity import format_duration, parse_count, parse_duration
@@ -278,8 +279,8 @@ class CapacityPlan:
     def to_dict(self) -> dict[str, Any]:
         doc: dict[str, Any] = {
             "inputs": {**self.today.to_dict(), "drift_horizon": self.drift_horizon},
-            "max_entries": self.today.max_entries,
-            "any_max_entries": self.today.any_max_entries,
+            "max_entries": self.today.map(MapType.IPV4_TCP).max_entries,
+            "any_max_entries": self.today.map(MapType.IPV4_ANY).max_entries,
             "map_memory_bytes": self.map_memory_bytes,
             "entries": self.entries,
             "walk_seconds": self.walk_seconds,
@@ -309,7 +310,8 @@ def plan(facts: Facts) -> CapacityPlan:
     overhead = today.regeneration_seconds
     adaptive = steady_state(facts, 0.0)
     fixed = steady_state(facts, 60.0)
-    capacities = [(today.max_entries, today.any_max_entries), (today.ipv6_max_entries, today.ipv6_any_max_entries)]
+    # The IPv6 maps, where the churn reaches them, are sized like IPv4's unless the node has its own.
+    capacities = [tuple(m.max_entries for m in today.families().get(f, today.families()["ipv4"])) for f in FAMILIES]
     peak = [
         FamilyWalk(family, adaptive.peak_maps[2 * i : 2 * i + 2], today.walk_rate, capacities[i], today.bucket_seconds)
         for i, family in enumerate(("ipv4", "ipv6")[: len(adaptive.peak_maps) // 2])
@@ -331,7 +333,7 @@ def plan(facts: Facts) -> CapacityPlan:
     ]
     cap = at_the_peak.max_entries_for_burst
     # A cap the table never reaches changes nothing; one under LimitTableMin is not a map Cilium makes.
-    if LIMIT_TABLE_MIN <= cap < min(today.max_entries, adaptive.peak_maps[0]):
+    if LIMIT_TABLE_MIN <= cap < min(today.map(MapType.IPV4_TCP).max_entries, adaptive.peak_maps[0]):
         capped = steady_state(facts, 0.0, max_entries=cap)
         candidates.append(
             (
@@ -351,9 +353,9 @@ def plan(facts: Facts) -> CapacityPlan:
                 Outcome.of(burst_at(facts, adaptive, profile=upgrade)),
             )
         )
-    memory = CTMapSizes(today.max_entries, today.any_max_entries).memory_bytes()
+    memory = CTMapSizes(*capacities[0]).memory_bytes()
     if facts.dual_stack:
-        memory += CTMapSizes(today.ipv6_max_entries, today.ipv6_any_max_entries).memory_bytes(ipv6=True)
+        memory += CTMapSizes(*capacities[1]).memory_bytes(ipv6=True)
     return CapacityPlan(
         today=today,
         drift_horizon=facts.drift_horizon_text,

@@ -24,6 +24,7 @@ from ctsim.cli.options import (
 from ctsim.cli.term import print_json
 from ctsim.core.errors import InputError
 from ctsim.core.files import STDOUT, check_distinct, check_writable, write_atomic
+from ctsim.core.maptype import MapType
 
 if TYPE_CHECKING:
     from ctsim.fleet.prometheus import Transport
@@ -106,7 +107,8 @@ def run(
     if plot:
         from ctsim.cli.plots import drift_of
 
-        drift_of(model, result, plot, title=f"{scenario.preset}: {scenario.churn.describe()} churn")
+        churn = scenario.map(MapType.IPV4_TCP).churn
+        drift_of(model, result, plot, title=f"{scenario.preset}: {churn.describe()} churn")
     del model  # its node, events and processes: only the result is read from here on
     if _long(scenario):
         gc.collect()  # their reference cycles, before the mitigations build their own
@@ -178,7 +180,7 @@ def emulate(
             real_rate = statistics.median(cal.per_entry_rate(m) for _ in range(3))
             delete_s = cal.delete_seconds(m, CT_KEY_SIZES["ipv4"], 20_000)
         how = "measured now on a 256Ki map (pass --calibration to use a calibration file)"
-    if scenario.churn.peak > 0:
+    if scenario.map(MapType.IPV4_TCP).churn.peak > 0:
         scenario = dataclasses.replace(
             scenario, notes=(*scenario.notes, "churn is not emulated: both sides run without it")
         )

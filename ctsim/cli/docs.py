@@ -14,6 +14,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from ctsim.core.maptype import MapType
 from ctsim.core.quantity import format_duration
 from ctsim.inputs.scenario import resolve_flags
 from ctsim.sim.model import Model, simulate
@@ -76,7 +77,13 @@ def table_walk() -> str:
     for e in ENTRIES:
         walks = [_run(entries=e, rate=r, pods="1", horizon="1s").walk_seconds for _, r in rates]
         batched = _run(entries=e, pods="1", horizon="1s", profile="cilium-1.18").walk_seconds
-        rows.append([f"{resolve_flags(entries=e).entries:,}", *[f"{w:.2f}" for w in walks], f"{batched:.2f}"])
+        rows.append(
+            [
+                f"{resolve_flags(entries=e).map(MapType.IPV4_TCP).entries:,}",
+                *[f"{w:.2f}" for w in walks],
+                f"{batched:.2f}",
+            ]
+        )
     return _md(header, rows)
 
 
@@ -93,7 +100,12 @@ def table_burst() -> str:
             d = r.to_dict()["pods"]
             cells.append(f"{r.verdict}: {d['ready_first_attempt']}/{pods} first try, {d['ready']} Ready")
         rows.append(
-            [f"{resolve_flags(entries=e).entries:,}", f"{walk:.1f} s", "any" if safe is None else str(safe), *cells]
+            [
+                f"{resolve_flags(entries=e).map(MapType.IPV4_TCP).entries:,}",
+                f"{walk:.1f} s",
+                "any" if safe is None else str(safe),
+                *cells,
+            ]
         )
     return _md(header, rows)
 
@@ -117,7 +129,7 @@ def table_burst_replications() -> str:
         ready, attempts = s["quantiles"]["all_ready_s"], s["quantiles"]["add_attempts"]
         out.append(
             [
-                f"{resolve_flags(entries=point['entries']).entries:,}",
+                f"{resolve_flags(entries=point['entries']).map(MapType.IPV4_TCP).entries:,}",
                 point["pods"],
                 f"{collapse['count']}/{REPLICATIONS} ({low:.1%}–{high:.1%})",
                 _s(ready["p50"]),

@@ -140,25 +140,23 @@ def render(r: Result, console: Terminal | None = None, mitigations: list[Mitigat
                 f"{why('limiter')}",
             )
         )
+    (tcp4, any4), v6 = s.families()["ipv4"], s.families().get("ipv6")
     entries = (
-        f"TCP {format_count(s.entries)}{why('entries')}, non-TCP {format_count(s.any_entries)}{why('any_entries')}"
+        f"TCP {format_count(tcp4.entries)}{why('entries')}, non-TCP {format_count(any4.entries)}{why('any_entries')}"
     )
-    if s.ipv6_entries is not None:
-        entries = (
-            f"IPv4 {entries}; IPv6 TCP {format_count(s.ipv6_entries)}, non-TCP {format_count(s.ipv6_any_entries)} "
-            "(dual stack)"
-        )
+    if v6 is not None:
+        v6_entries = f"IPv6 TCP {format_count(v6[0].entries)}, non-TCP {format_count(v6[1].entries)}"
+        entries = f"IPv4 {entries}; {v6_entries} (dual stack)"
     inputs.append(("entries at t=0", entries))
     inputs.append(("expired at t=0", f"{s.expired_fraction:.0%} of them{why('expired_fraction')}"))
-    capacity = f"{format_count(s.max_entries)} + non-TCP {format_count(s.any_max_entries)}"
-    if s.ipv6_entries is not None:
-        capacity += f" per family (IPv6 TCP {format_count(s.ipv6_max_entries)})"
+    capacity = f"{format_count(tcp4.max_entries)} + non-TCP {format_count(any4.max_entries)}"
+    if v6 is not None:
+        capacity += f" per family (IPv6 TCP {format_count(v6[0].max_entries)})"
     inputs.append(("map capacity", f"TCP {capacity}{why('capacity')}"))
     inputs.append(("walk rate", f"{s.walk_rate:,.0f} entries/s{why('walk_rate')}"))
-    churn = f"TCP {s.churn.describe()}{why('churn')}"
-    churn += f", non-TCP {s.any_churn.describe()}{why('any_churn')}"
-    if s.ipv6_entries is not None:
-        churn += f"; IPv6 TCP {s.ipv6_churn.describe()}, non-TCP {s.ipv6_any_churn.describe()}"
+    churn = f"TCP {tcp4.churn.describe()}{why('churn')}, non-TCP {any4.churn.describe()}{why('any_churn')}"
+    if v6 is not None:
+        churn += f"; IPv6 TCP {v6[0].churn.describe()}, non-TCP {v6[1].churn.describe()}"
     inputs.append(("churn", f"{churn}; each open {format_duration(s.conn_seconds)}{why('conn_duration')}"))
     inputs.append(("GC", _gc_line(r)))
     inputs.append(("burst", f"{s.pods} pods at t=0, CNI deadline {format_duration(s.deadline)}{why('deadline')}"))
@@ -274,9 +272,10 @@ def render_plan(plan: CapacityPlan, console: Terminal | None = None) -> None:
     today = plan.today
     for flag, live in (plan.live or {}).items():
         console.print(f"--{flag.replace('_', '-')} {live['value']}: live, {live['series']} of {live['node']}")
+    tcp4, any4 = today.families()["ipv4"]
     console.print(
-        f"CT maps: TCP {today.max_entries:,} + non-TCP {today.any_max_entries:,} entries "
-        f"{'per family, dual stack ' if today.ipv6_entries is not None else ''}"
+        f"CT maps: TCP {tcp4.max_entries:,} + non-TCP {any4.max_entries:,} entries "
+        f"{'per family, dual stack ' if today.dual_stack else ''}"
         f"({today.max_entries_source}); ~{plan.map_memory_bytes / 2**20:,.0f} MiB of keys and values"
     )
     a, f = plan.adaptive, plan.fixed_60s
@@ -285,9 +284,9 @@ def render_plan(plan: CapacityPlan, console: Terminal | None = None) -> None:
         if a.drift_to_cap_s is None
         else f"interval reaches 12h after {format_duration(a.drift_to_cap_s)}"
     )
-    churn = today.churn.describe()
-    if today.any_churn.segments[0][0] or len(today.any_churn.segments) > 1:
-        churn = f"{churn} TCP + {today.any_churn.describe()} non-TCP"
+    churn = tcp4.churn.describe()
+    if any4.churn.segments[0][0] or len(any4.churn.segments) > 1:
+        churn = f"{churn} TCP + {any4.churn.describe()} non-TCP"
     console.print(
         f"Churn {churn}: the table peaks at {a.peak_entries:,} entries under the adaptive GC "
         f"({drift}), {f.peak_entries:,} with conntrack-gc-interval 60s"

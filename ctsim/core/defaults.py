@@ -7,6 +7,7 @@ simulator. The model's own assumptions that are not Cilium's are marked so.
 
 from __future__ import annotations
 
+from ctsim.core.maptype import FAMILIES, MapType
 from ctsim.core.rate import APILimiterParameters
 
 # Timeouts.
@@ -24,8 +25,7 @@ CONNTRACK_GC_MAX_LRU_INTERVAL = 12 * 3600.0  # defaults.ConntrackGCMaxLRUInterva
 # Cilium's global CT maps, by family (pinned under <bpffs>/tc/globals/): the TCP map, then the non-TCP one,
 # the order doGC4/doGC6 walk them in.
 CT_MAPS: dict[str, tuple[str, str]] = {
-    "ipv4": ("cilium_ct4_global", "cilium_ct_any4_global"),
-    "ipv6": ("cilium_ct6_global", "cilium_ct_any6_global"),
+    family: (MapType.of(family, True).pinned, MapType.of(family, False).pinned) for family in FAMILIES
 }
 FAMILY_OF_MAP: dict[str, str] = {name: family for family, names in CT_MAPS.items() for name in names}
 # cilium_bpf_map_pressure's map_name label (the map's name without the "cilium_" prefix) -> pinned map name.

@@ -7,7 +7,8 @@ the same parsed values, and so bad input fails before any simulation starts.
 from __future__ import annotations
 
 import functools
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
+from typing import NamedTuple
 
 from ctsim.core.calibration import walk_rate
 from ctsim.core.defaults import (
@@ -23,6 +24,7 @@ from ctsim.core.defaults import (
     TEARDOWN_TIMEOUT,
 )
 from ctsim.core.errors import InputError
+from ctsim.core.maptype import MapType
 from ctsim.core.origin import Origin
 from ctsim.core.profiles import get_profile
 from ctsim.core.projection import FamilyWalk, scrub_seconds
@@ -54,24 +56,31 @@ class NodeClock:
         self.pod_start_spread = pod_start_spread
 
 
+NO_CHURN = ChurnSchedule(((0.0, float("inf")),))
+
+
+class MapInputs(NamedTuple):
+    """One CT map at t=0: its type, the entries present, its capacity, and the connections that feed it."""
+
+    type: MapType
+    entries: int
+    max_entries: int
+    churn: ChurnSchedule = NO_CHURN
+
+
 @dataclass(frozen=True)
 class Scenario:
     preset: str
     profile: str
-    entries: int  # the IPv4 TCP map's at t=0
-    max_entries: int
-    max_entries_source: Origin
-    any_max_entries: int
+    # One record per CT map, in walk order: IPv4's TCP and non-TCP maps, then, on a dual-stack node, IPv6's.
+    maps: tuple[MapInputs, ...]
+    max_entries_source: Origin  # both IPv4 maps' capacity
     agent_state: AgentState  # warm: up for days (skip-initial spent); fresh: just started
-    ipv6_entries: int | None  # None: IPv4 only; else the node is dual-stack
-    ipv6_max_entries: int
-    ipv6_any_max_entries: int
     expired_fraction: float
     pods: int
     walk_rate: float
     rate_source: str
     delete_seconds: float
-    churn: ChurnSchedule
     conn_seconds: float
     deadline: float
     gc_interval: float  # conntrack-gc-interval; 0 = adaptive
@@ -84,12 +93,7 @@ class Scenario:
     map_ratio: float | None
     horizon: float  # the run's end; with until_resolved, its cap
     seed: int
-    any_entries: int = 0  # the IPv4 non-TCP map's at t=0
     bucket_seconds: float = 0.0  # a batched walk's cost per bucket of a map's capacity (0: per-entry walks)
-    ipv6_any_entries: int = 0
-    any_churn: ChurnSchedule = field(default_factory=lambda: ChurnSchedule(((0.0, float("inf")),)))
-    ipv6_churn: ChurnSchedule = field(default_factory=lambda: ChurnSchedule(((0.0, float("inf")),)))
-    ipv6_any_churn: ChurnSchedule = field(default_factory=lambda: ChurnSchedule(((0.0, float("inf")),)))
     # meanProcessingDuration endpoint-create starts with: a warm agent's last creates (see _warm_limiter); 0: fresh
     create_mean_processing: float = 0.0
     until_resolved: bool = False  # no --horizon: the run ends when the burst is resolved (see ctsim.sim.model)
@@ -121,28 +125,57 @@ class Scenario:
     def origin(self, name: str) -> Origin | None:
         return dict(self.origins).get(name)
 
+    def map(self, t: MapType) -> MapInputs:
+        """The map of type ``t``; KeyError on an IPv4-only node's IPv6 maps."""
+        for m in self.maps:
+            if m.type is t:
+                return m
+        raise KeyError(t)
+
+    @property
+    def dual_stack(self) -> bool:
+        return len(self.maps) > 2
+
+    def families(self) -> dict[str, tuple[MapInputs, ...]]:
+        """Each family's maps, TCP first, in walk order."""
+        out: dict[str, tuple[MapInputs, ...]] = {}
+        for m in self.maps:
+            out[m.type.family] = (*out.get(m.type.family, ()), m)
+        return out
+
     def start_walks(self) -> list[FamilyWalk]:
         """Each family's walk of the table at t=0: what run's advice and plan's safe burst project."""
-        walks = [
+        return [
             FamilyWalk(
-                "ipv4", (self.entries, self.any_entries), self.walk_rate, (self.max_entries, self.any_max_entries),
+                family,
+                tuple(m.entries for m in maps),
+                self.walk_rate,
+                tuple(m.max_entries for m in maps),
                 self.bucket_seconds,
             )
-        ]  # fmt: skip
-        if self.ipv6_entries is not None:
-            caps = (self.ipv6_max_entries, self.ipv6_any_max_entries)
-            entries = (self.ipv6_entries, self.ipv6_any_entries)
-            walks.append(FamilyWalk("ipv6", entries, self.walk_rate, caps, self.bucket_seconds))
-        return walks
+            for family, maps in self.families().items()
+        ]
 
     def to_dict(self) -> dict[str, object]:
-        d = asdict(self)
+        """The inputs as ``--json`` has always given them: one flat key per map's figure, in _JSON_ORDER."""
+        d: dict[str, object] = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("maps", "given")}
+        v4 = self.families()["ipv4"]
+        v6 = self.families().get("ipv6")
+        for prefix, maps in (("", v4), ("ipv6_", v6 or v4)):
+            tcp, any_ = maps
+            d[f"{prefix}entries"], d[f"{prefix}max_entries"] = tcp.entries, tcp.max_entries
+            d[f"{prefix}any_entries"], d[f"{prefix}any_max_entries"] = any_.entries, any_.max_entries
+            d[f"{prefix}churn"], d[f"{prefix}any_churn"] = tcp.churn, any_.churn
+        if v6 is None:  # an IPv4-only node: no IPv6 entries or churn, its maps' sizes IPv4's
+            d.update(ipv6_entries=None, ipv6_any_entries=0, ipv6_churn=NO_CHURN, ipv6_any_churn=NO_CHURN)
         for name in ("churn", "any_churn", "ipv6_churn", "ipv6_any_churn"):
-            schedule: ChurnSchedule = getattr(self, name)
+            schedule = d[name]
+            assert isinstance(schedule, ChurnSchedule)
             d[name] = {
                 "schedule": schedule.describe(),
                 "segments": [
-                    {"per_second": r, "duration_s": None if d == float("inf") else d} for r, d in schedule.segments
+                    {"per_second": r, "duration_s": None if span == float("inf") else span}
+                    for r, span in schedule.segments
                 ],
             }
         d["notes"] = list(self.notes)
@@ -151,8 +184,19 @@ class Scenario:
             d["arrivals"] = list(self.arrivals)
         else:
             d.pop("arrivals")
-        d.pop("given", None)
-        return d
+        return {k: d[k] for k in _JSON_ORDER if k in d}
+
+
+# The inputs' keys in --json, in the order they have had since the scenario was one flat record.
+_JSON_ORDER = (
+    "preset", "profile", "entries", "max_entries", "max_entries_source", "any_max_entries", "agent_state",
+    "ipv6_entries", "ipv6_max_entries", "ipv6_any_max_entries", "expired_fraction", "pods", "walk_rate",
+    "rate_source", "delete_seconds", "churn", "conn_seconds", "deadline", "gc_interval", "gc_initial_interval",
+    "gc_first_pass", "gc_max_interval", "regeneration_seconds", "cores", "node_memory", "map_ratio", "horizon",
+    "seed", "any_entries", "bucket_seconds", "ipv6_any_entries", "any_churn", "ipv6_churn", "ipv6_any_churn",
+    "create_mean_processing", "until_resolved", "notes", "origins", "time_scale", "pod_start_spread", "arrivals",
+    "calibration",
+)  # fmt: skip
 
 
 def resolve_flags(**flags: object) -> Scenario:
@@ -250,9 +294,19 @@ def resolve(g: Given) -> Scenario:
     origin("regeneration", g.regeneration, Origin.default("the model's assumption"))
     origin("cores", g.cores, from_preset)
     fixed, initial, first_pass, max_interval = _gc_start(g, notes)
-    walks = [FamilyWalk("ipv4", (n_entries, n_any), walk_rate_s, (tcp_max, any_max), bucket_s)]
+    maps = [
+        MapInputs(MapType.IPV4_TCP, n_entries, tcp_max, schedule),
+        MapInputs(MapType.IPV4_ANY, n_any, any_max, any_schedule),
+    ]
     if v6_entries is not None:
-        walks.append(FamilyWalk("ipv6", (v6_entries, v6_any), walk_rate_s, (v6_tcp_max, v6_any_max), bucket_s))
+        maps += [
+            MapInputs(MapType.IPV6_TCP, v6_entries, v6_tcp_max, v6_schedules[0]),
+            MapInputs(MapType.IPV6_ANY, v6_any, v6_any_max, v6_schedules[1]),
+        ]
+    walks = [
+        FamilyWalk(family, (tcp.entries, any_.entries), walk_rate_s, (tcp.max_entries, any_.max_entries), bucket_s)
+        for family, (tcp, any_) in (("ipv4", maps[:2]), ("ipv6", maps[2:]))[: len(maps) // 2]
+    ]
     mean, origins["limiter"] = _warm_limiter(g.agent_state, walks, regen_s, deadline_s)
     if g.create_mean_processing is not None:
         if g.agent_state is AgentState.FRESH:
@@ -261,21 +315,15 @@ def resolve(g: Given) -> Scenario:
     return Scenario(
         preset=p.name,
         profile=prof.name,
-        entries=n_entries,
-        max_entries=tcp_max,
+        maps=tuple(maps),
         max_entries_source=capacity_origin,
-        any_max_entries=any_max,
         agent_state=g.agent_state,
-        ipv6_entries=v6_entries,
-        ipv6_max_entries=v6_tcp_max,
-        ipv6_any_max_entries=v6_any_max,
         expired_fraction=expired,
         pods=g.pods,
         walk_rate=walk_rate_s,
         rate_source=rate_source,
         delete_seconds=delete_s,
         bucket_seconds=bucket_s,
-        churn=schedule,
         conn_seconds=conn_s,
         deadline=deadline_s,
         gc_interval=fixed,
@@ -288,11 +336,6 @@ def resolve(g: Given) -> Scenario:
         map_ratio=cap.ratio,
         horizon=horizon_s,
         seed=g.seed,
-        any_entries=n_any,
-        ipv6_any_entries=v6_any,
-        any_churn=any_schedule,
-        ipv6_churn=v6_schedules[0],
-        ipv6_any_churn=v6_schedules[1],
         create_mean_processing=mean,
         until_resolved=g.horizon is None,
         notes=tuple(notes),
@@ -301,9 +344,6 @@ def resolve(g: Given) -> Scenario:
         arrivals=_arrivals(g, horizon_s),
         given=g,
     )
-
-
-NO_CHURN = ChurnSchedule(((0.0, float("inf")),))
 
 
 def _arrivals(g: Given, horizon: float) -> tuple[float, ...]:

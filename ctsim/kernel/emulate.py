@@ -19,10 +19,10 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from ctsim.core.errors import InputError, WorkFailed
+from ctsim.core.maptype import MapType
 from ctsim.core.origin import Origin
 from ctsim.core.quantity import parse_duration
-from ctsim.inputs.churn import ChurnSchedule
-from ctsim.inputs.scenario import Scenario
+from ctsim.inputs.scenario import MapInputs, Scenario
 from ctsim.kernel.bpf import BPFMap
 from ctsim.kernel.emulated_node import PACE, EmulatedNode, EmuPod, fill_table
 from ctsim.kernel.threads import Clock
@@ -48,22 +48,21 @@ class Scaling:
 
 def scale(s: Scenario, time_scale: float, real_rate: float, delete_seconds: float) -> tuple[Scenario, Scaling]:
     """The scenario on a clock ``time_scale`` times faster, with walks at ``real_rate``."""
-    full_walk = (s.entries + s.any_entries) / s.walk_rate
+    tcp, any_ = s.families()["ipv4"]  # emulate runs the IPv4 family only (``check``)
+    full_walk = (tcp.entries + any_.entries) / s.walk_rate
     factor = real_rate / (s.walk_rate * time_scale)
-    entries = round(s.entries * factor)
-    any_entries = round(s.any_entries * factor)
+    entries = round(tcp.entries * factor)
+    any_entries = round(any_.entries * factor)
     scaled_s = replace(
         s,
-        entries=entries,
-        any_entries=any_entries,
-        max_entries=max(entries, round(s.max_entries * factor), 16),
-        any_max_entries=max(any_entries, round(s.any_max_entries * factor), 16),
+        maps=(  # no churn: connections are not modelled on a scaled clock
+            MapInputs(tcp.type, entries, max(entries, round(tcp.max_entries * factor), 16)),
+            MapInputs(any_.type, any_entries, max(any_entries, round(any_.max_entries * factor), 16)),
+        ),
         walk_rate=real_rate,
         rate_source=s.rate_source.amended(f" (emulation: {real_rate:,.0f} entries/s on this kernel)"),
         delete_seconds=delete_seconds,
         bucket_seconds=0.0,  # the emulation walks entry by entry, at the paced rate
-        churn=ChurnSchedule(((0.0, float("inf")),)),
-        any_churn=ChurnSchedule(((0.0, float("inf")),)),
         time_scale=time_scale,
         # Far enough apart that thread wake-up jitter cannot reorder arrivals.
         pod_start_spread=max(s.pod_start_spread, s.pods * 0.04 * time_scale),
@@ -310,11 +309,11 @@ def fixed_horizon(s: Scenario) -> Scenario:
 
 def check(s: Scenario, time_scale: float) -> None:
     """What ``ctsim emulate`` can run, named by flag, before any map is made."""
-    if s.ipv6_entries is not None:
+    if s.dual_stack:
         raise InputError("--ipv6-entries: ctsim emulate runs the IPv4 family only")
     if s.pods > MAX_EMULATED_PODS:
         raise InputError(f"--pods: ctsim emulate runs at most {MAX_EMULATED_PODS} pods (one thread each)")
-    if s.entries < 1:
+    if s.map(MapType.IPV4_TCP).entries < 1:
         raise InputError("--entries: ctsim emulate needs at least 1 entry to walk")
     if not math.isfinite(time_scale) or not 1 <= time_scale <= 1000:
         raise InputError(f"--time-scale: must be between 1 and 1000, got {time_scale!r}")
@@ -345,7 +344,7 @@ def run(s: Scenario, time_scale: float, real_rate: float, delete_seconds: float,
             scaled_s,
             rate_source=(
                 f"{paced:,.0f} entries/s: {PACE:g} x {real_rate:,.0f}/s; this table walks at {measured:,.0f}/s "
-                f"in CPU time ({scaled_s.entries:,} entries), {measured / paced:.1f}x the paced rate"
+                f"in CPU time ({scaled_s.maps[0].entries:,} entries), {measured / paced:.1f}x the paced rate"
             ),
         )
         simulated = simulate(scaled_s)

@@ -389,10 +389,8 @@ def fill_table(s: Scenario) -> list[BPFMap]:
     key_size = CT_KEY_SIZES["ipv4"]
     maps: list[BPFMap] = []
     try:
-        for name, entries, max_entries in (
-            ("ctsim_emu_tcp", s.entries, s.max_entries),
-            ("ctsim_emu_any", s.any_entries, s.any_max_entries),
-        ):
+        for name, inputs in zip(("ctsim_emu_tcp", "ctsim_emu_any"), s.families()["ipv4"], strict=True):
+            entries, max_entries = inputs.entries, inputs.max_entries
             m = BPFMap.create(BPF_MAP_TYPE_LRU_HASH, key_size, CT_VALUE_SIZE, max_entries, name=name)
             maps.append(m)
             _fill(m, entries, s.expired_fraction, key_size)

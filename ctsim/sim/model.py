@@ -10,10 +10,10 @@ from functools import partial
 
 import simpy
 
-from ctsim.core.defaults import CT_MAPS, CT_TIMEOUT_ANY, CT_TIMEOUT_TCP_FIN
+from ctsim.core.defaults import CT_TIMEOUT_ANY, CT_TIMEOUT_TCP_FIN
 from ctsim.core.gc_interval import GCPolicy
 from ctsim.core.projection import FamilyWalk, Projection
-from ctsim.inputs.scenario import Scenario
+from ctsim.inputs.scenario import MapInputs, Scenario
 from ctsim.sim.clock import advance, process_after, start_processes
 from ctsim.sim.connections import TICK_SECONDS, ConnectionChurn
 from ctsim.sim.ctmap import new_map
@@ -28,14 +28,12 @@ from ctsim.sim.result import STALL, Advice, FamilyResult, LimiterEnd, Result, ve
 from ctsim.sim.walk import walk
 
 
-def _family(
-    env: simpy.Environment, name: str, entries: tuple[int, int], expired_fraction: float, maxes: tuple[int, int]
-) -> Family:
-    """A family's two maps (TCP, non-TCP) with their t=0 entries, the same share expired in each, and its lock."""
+def _family(env: simpy.Environment, name: str, inputs: tuple[MapInputs, ...], expired_fraction: float) -> Family:
+    """A family's maps (TCP, non-TCP) with their t=0 entries, the same share expired in each, and its lock."""
     maps = []
-    for map_name, n, max_entries in zip(CT_MAPS[name], entries, maxes, strict=True):
-        expired = round(n * expired_fraction)
-        maps.append(new_map(map_name, max_entries, established=n - expired, expired=expired))
+    for m in inputs:
+        expired = round(m.entries * expired_fraction)
+        maps.append(new_map(m.type.pinned, m.max_entries, established=m.entries - expired, expired=expired))
     return Family(name, maps, GlobalDeleteLock(env, name))
 
 
@@ -59,20 +57,8 @@ class Model:
         s = self.scenario
         self.env = env = simpy.Environment()
         k = s.time_scale
-        families = [
-            _family(env, "ipv4", (s.entries, s.any_entries), s.expired_fraction, (s.max_entries, s.any_max_entries))
-        ]
-        if s.ipv6_entries is not None:
-            families.append(
-                _family(
-                    env,
-                    "ipv6",
-                    (s.ipv6_entries, s.ipv6_any_entries),
-                    s.expired_fraction,
-                    (s.ipv6_max_entries, s.ipv6_any_max_entries),
-                )
-            )
-        family, tcp = families[0], families[0].maps[0]
+        families = [_family(env, name, maps, s.expired_fraction) for name, maps in s.families().items()]
+        family = families[0]
         self.node = Node(
             env=env,
             families=families,
@@ -95,10 +81,11 @@ class Model:
         # One family: its walk is the pass (the same steps, one generator fewer on every pass).
         walk_pass = partial(walk, self.node, family, collect_garbage=True) if len(families) == 1 else self._gc_pass
         env.process(run_gc(env, walk_pass, policy, s.gc_first_pass, self.gc, k))
-        feeds = [(tcp, s.churn, CT_TIMEOUT_TCP_FIN), (family.maps[1], s.any_churn, CT_TIMEOUT_ANY)]
-        if len(families) > 1:
-            v6 = families[1].maps
-            feeds += [(v6[0], s.ipv6_churn, CT_TIMEOUT_TCP_FIN), (v6[1], s.ipv6_any_churn, CT_TIMEOUT_ANY)]
+        simulated = [m for f in families for m in f.maps]  # in s.maps' order
+        feeds = [
+            (ctmap, m.churn, CT_TIMEOUT_TCP_FIN if m.type.tcp else CT_TIMEOUT_ANY)
+            for ctmap, m in zip(simulated, s.maps, strict=True)
+        ]
         for ctmap, schedule, close in feeds:
             if schedule.peak > 0:
                 if k != 1.0:

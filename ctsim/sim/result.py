@@ -8,6 +8,7 @@ from enum import StrEnum
 from typing import Any
 
 from ctsim.core.defaults import ENDPOINT_CREATE
+from ctsim.core.maptype import MapType
 from ctsim.core.projection import FamilyWalk, scrub_seconds
 from ctsim.core.rate import LimiterCore
 from ctsim.inputs.scenario import Scenario
@@ -311,7 +312,7 @@ class Result:
                 "max_delete_ratios": [p.max_delete_ratio for p in self.gc.passes],
             },
             "table": {
-                "max_entries": s.max_entries,
+                "max_entries": s.map(MapType.IPV4_TCP).max_entries,
                 "entries_at_start": self.entries_at_start,
                 "entries_at_end": self.entries_at_end,
                 "expired_at_end": self.expired_at_end,

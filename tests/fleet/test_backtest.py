@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from ctsim.core.defaults import CT_KEY_SIZES
+from ctsim.core.maptype import MapType
 from ctsim.inputs.scenario import Scenario, resolve_flags
 from ctsim.kernel import calibrate as cal
 from ctsim.kernel import emulate as em
@@ -55,10 +56,10 @@ def _node_series(node: str, s: Scenario, start: float, end: float) -> list[Point
     tcp = {"node": node, "source": "bpf", "family": "ipv4", "map": "cilium_ct4_global"}
     any_ = {**tcp, "map": "cilium_ct_any4_global"}
     flat = [
-        ("ctwatch_entries", tcp, s.entries),
-        ("ctwatch_entries", any_, s.any_entries),
-        ("ctwatch_max_entries", tcp, s.max_entries),
-        ("ctwatch_max_entries", any_, s.any_max_entries),
+        ("ctwatch_entries", tcp, s.map(MapType.IPV4_TCP).entries),
+        ("ctwatch_entries", any_, s.map(MapType.IPV4_ANY).entries),
+        ("ctwatch_max_entries", tcp, s.map(MapType.IPV4_TCP).max_entries),
+        ("ctwatch_max_entries", any_, s.map(MapType.IPV4_ANY).max_entries),
         ("ctwatch_walk_rate_entries_per_second", {"node": node, "family": "ipv4", "source": "measured"}, s.walk_rate),
         ("ctwatch_deadline_seconds", {"node": node}, s.deadline),
     ]
@@ -170,8 +171,8 @@ def test_observed_figures_are_exact_and_the_model_agrees_with_the_kernel(past: P
     # The node as its series were at --from: every input they give came from them.
     live = doc["inputs"]["live"]
     assert set(live) >= {"entries", "any_entries", "max_entries", "rate", "deadline"}
-    assert live["entries"]["value"] == str(past.scenario.entries)
-    assert doc["inputs"]["entries"] == past.scenario.entries
+    assert live["entries"]["value"] == str(past.scenario.map(MapType.IPV4_TCP).entries)
+    assert doc["inputs"]["entries"] == past.scenario.map(MapType.IPV4_TCP).entries
     assert doc["inputs"]["walk_rate"] == past.scenario.walk_rate
     # Predicted: the full-size model of that node, with the pods at their own creation times, against what
     # the real kernel did (at 30x, scaled back), within the emulation's own tolerance.

@@ -13,6 +13,7 @@ import pytest
 
 from ctsim.core.defaults import CLIENT_TIMEOUT, DEFAULT_REGENERATION
 from ctsim.core.errors import InputError
+from ctsim.core.maptype import MapType
 from ctsim.core.profiles import get_profile
 from ctsim.core.projection import Level
 from ctsim.fleet.live import from_prometheus, node_inputs, shown, with_live
@@ -121,7 +122,7 @@ def test_with_live_keeps_what_the_user_gave_and_records_each_series() -> None:
     assert given.max_entries == 4_000_000 and given.deadline == 60.0
     assert dict(given.sources)["max_entries"] == "live: ctwatch_max_entries of n1"
     s = resolve(given)
-    assert s.entries == 1_000 and s.max_entries == 4_000_000
+    assert s.map(MapType.IPV4_TCP).entries == 1_000 and s.map(MapType.IPV4_TCP).max_entries == 4_000_000
     assert s.origin("capacity").startswith("live: ctwatch_max_entries of n1 (TCP)")
     assert s.origin("entries") == "given"
 
@@ -150,7 +151,7 @@ def test_the_fleet_sizes_a_map_as_run_sizes_it(sizing: dict[str, str]) -> None:
 
     a = _assumptions(parse_given(**sizing), None)
     run = resolve_flags(preset=FALLBACK_PRESET, **sizing)
-    assert a.capacity == (run.max_entries, run.any_max_entries)
+    assert a.capacity == tuple(m.max_entries for m in run.maps)
 
 
 def test_the_fleet_takes_the_walk_rate_by_run_s_rule() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ctsim.core.errors import InputError
+from ctsim.core.maptype import MapType
 from ctsim.core.projection import FamilyWalk, burst_seconds, safe_burst
 from ctsim.inputs.scenario import resolve_flags
 from ctsim.sim.model import Model
@@ -33,9 +34,10 @@ def test_ipv4_only_has_one_family() -> None:
 
 def test_ipv6_max_entries_and_its_checks() -> None:
     s = resolve_flags(entries="1M", ipv6_entries="1M", ipv6_max_entries="2Mi")
-    assert s.ipv6_max_entries == 2 * 2**20
+    assert s.map(MapType.IPV6_TCP).max_entries == 2 * 2**20
     capped = resolve_flags(entries="1M", ipv6_entries="3M", ipv6_max_entries="2Mi")
-    assert capped.ipv6_entries == capped.ipv6_max_entries == 2 * 2**20
+    v6 = capped.map(MapType.IPV6_TCP)
+    assert v6.entries == v6.max_entries == 2 * 2**20
     assert any("clamped" in note for note in capped.notes)
     with pytest.raises(InputError, match="--ipv6-entries"):
         resolve_flags(entries="1M", ipv6_entries="20M")

@@ -48,7 +48,7 @@ def test_every_run_keeps_its_invariants(flags: dict[str, object]) -> None:
     model.env.process(_watch(model, seen))
     result = model.run()
     assert seen == {"over_capacity": 0, "two_holders": 0, "too_many_in_flight": 0}
-    assert len(result.families) == (1 if result.scenario.ipv6_entries is None else 2)
+    assert len(result.families) == (1 if not result.scenario.dual_stack else 2)
     assert result.lock_max_holders <= 1
     # No pod is lost: each is Ready, failed-and-retrying, or still pending.
     states = [p.state for p in result.pods]
