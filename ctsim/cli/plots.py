@@ -7,7 +7,7 @@ from typing import Any
 
 from ctsim.core.defaults import CONNTRACK_GC_STARTING_INTERVAL
 from ctsim.core.errors import InputError
-from ctsim.core.files import write_atomic
+from ctsim.core.files import check_writable, write_atomic
 from ctsim.core.quantity import format_count, format_duration
 
 
@@ -110,3 +110,9 @@ def _save(plt: Any, fig: Any, path: str) -> None:
     finally:
         plt.close(fig)
     write_atomic(path, png.getvalue())
+
+
+def check_plot(path: str, flag: str) -> None:
+    """A PNG path that can be written, and matplotlib to draw it, before any work."""
+    check_writable(path, flag, suffix=".png")
+    require_matplotlib(flag)
