@@ -19,10 +19,10 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from ctsim.core.defaults import CILIUM_PRESSURE_MAPS, CT_MAPS, FAMILY_OF_MAP, LIMIT_TABLE_MAX, MAX_GC_INTERVAL
+from ctsim.core.bounds import check
+from ctsim.core.defaults import CILIUM_PRESSURE_MAPS, CT_MAPS, FAMILY_OF_MAP
 from ctsim.core.errors import InputError
 from ctsim.fleet.prometheus import Client, Sample
-from ctsim.inputs.given import MAX_DEADLINE, MAX_PODS, MAX_REGENERATION, MAX_WALK_RATE
 
 OBSERVED_WINDOW = "1d"  # how far back Cilium's own durations are averaged: GC passes can be 12h apart
 DEFAULT_NODE_LABEL = "node,instance"
@@ -273,19 +273,6 @@ def _finite(v: float) -> bool:
     return v == v and abs(v) != float("inf")
 
 
-# What a series may say, by the flag it stands for: the same bounds a user's flag meets. Outside them the series
-# is left out, and the row says which (a 1e30-entry map is a broken exporter, not a node to rank critical).
-BOUNDS: dict[str, tuple[float, float, str]] = {
-    "entries": (0.0, LIMIT_TABLE_MAX, f"a CT map holds at most {LIMIT_TABLE_MAX:,} (LimitTableMax)"),
-    "max_entries": (1.0, LIMIT_TABLE_MAX, f"a CT map's capacity is at most {LIMIT_TABLE_MAX:,} (LimitTableMax)"),
-    "pressure": (0.0, 1.0, "a map's count over its capacity"),
-    "rate": (1.0, MAX_WALK_RATE, f"--rate's bounds, 1 to {MAX_WALK_RATE:.0e} entries/s"),
-    "deadline": (1.0, MAX_DEADLINE, f"--deadline's bounds, 1 s to {MAX_DEADLINE:g} s"),
-    "burst": (1.0, MAX_PODS, f"--pods' bounds, 1 to {MAX_PODS:,}"),
-    "gc_interval": (1.0, MAX_GC_INTERVAL, "a GC interval of 1 s to 400 d"),
-    "regeneration": (0.0, MAX_REGENERATION, f"--regeneration-time's bounds, 0 to {MAX_REGENERATION:g} s"),
-    "limiter": (0.0, 1e9, "a limiter's duration, rate, count or factor"),
-}
 REGENERATION_SERIES = (
     'cilium_endpoint_regeneration_time_stats_seconds{scope="total"} less {scope="waitingForCTClean"}, '
     f"mean over {OBSERVED_WINDOW}"
@@ -293,11 +280,11 @@ REGENERATION_SERIES = (
 
 
 def _plausible(facts: NodeFacts, kind: str, series: str, value: float) -> bool:
-    """``value`` within ``BOUNDS[kind]``; else noted on the node (a NaN or a missing value is only absent)."""
+    """``value`` a plausible ``kind`` (``core.bounds``); else noted on the node (a NaN or a gap is only absent)."""
     if not _finite(value):
         return False
-    low, high, why = BOUNDS[kind]
-    if low <= value <= high:
+    why = check(kind, value)
+    if why is None:
         return True
     facts.implausible.append(f"{series} = {value:.6g} is implausible ({why}): left out")
     return False

@@ -15,6 +15,17 @@ import enum
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 
+from ctsim.core.bounds import (  # the ceilings of what a run may ask for (docs/model.md, "Limits")
+    MAX_CORES,
+    MAX_DEADLINE,
+    MAX_HORIZON,
+    MAX_NODE_MEMORY,
+    MAX_PODS,
+    MAX_REGENERATION,
+    MAX_SEED,
+    MAX_WALK_RATE,
+    MIN_GC_INTERVAL,
+)
 from ctsim.core.calibration import Calibration
 from ctsim.core.defaults import LIMIT_TABLE_MIN
 from ctsim.core.errors import InputError
@@ -23,18 +34,6 @@ from ctsim.core.profiles import DEFAULT_PROFILE, get_profile
 from ctsim.core.quantity import parse_count, parse_duration, parse_float
 from ctsim.inputs.churn import ChurnSchedule, parse_churn
 from ctsim.inputs.presets import get_preset
-
-# Ceilings: what a run may ask for (docs/model.md, "Limits"). Beyond them a
-# run would take minutes to hours or the numbers stop meaning anything.
-MAX_PODS = 100_000  # a 1 h collapse costs ~1.2 ms of CPU per pod: ~2 min and ~570 MB at the ceiling
-MAX_HORIZON = 400 * 86400.0
-MAX_CORES = 4096
-MAX_NODE_MEMORY = 2**50  # 1 PiB
-MAX_WALK_RATE = 10**10
-MIN_GC_INTERVAL = 1.0  # seconds; a GC loop faster than that would only spin
-MAX_DEADLINE = 86400.0
-MAX_REGENERATION = 3600.0
-MAX_SEED = 2**63 - 1
 
 
 class AgentState(enum.StrEnum):

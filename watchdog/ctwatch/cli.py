@@ -75,13 +75,14 @@ def _version(value: bool) -> None:
 
 def _thresholds(burst: str, deadline: str, warning_ratio: str, critical_ratio: str) -> Thresholds:
     """What the projection is held against: the burst, the deadline, the two ratios."""
+    from ctsim.core.bounds import MAX_DEADLINE, MAX_PODS
     from ctsim.core.quantity import parse_count, parse_duration
     from ctwatch.assess import Thresholds
 
     warning, critical = parse_ratios(warning_ratio, critical_ratio)
     return Thresholds(
-        burst=parse_count(burst, "--burst", minimum=1, maximum=100_000),
-        deadline_s=parse_duration(deadline, "--deadline", minimum=1.0, maximum=86400.0),
+        burst=parse_count(burst, "--burst", minimum=1, maximum=MAX_PODS),  # the bounds ctsim run's flags meet
+        deadline_s=parse_duration(deadline, "--deadline", minimum=1.0, maximum=MAX_DEADLINE),
         warning_ratio=warning,
         critical_ratio=critical,
     )
@@ -89,12 +90,13 @@ def _thresholds(burst: str, deadline: str, warning_ratio: str, critical_ratio: s
 
 def _fallback_rate(rate: str | None, calibration: str | None) -> tuple[float, str]:
     """The walk rate used until one is measured (and always, when given): --rate, the calibration, or published."""
+    from ctsim.core.bounds import MAX_WALK_RATE
     from ctsim.core.calibration import load
     from ctsim.core.profiles import PUBLISHED_ENTRIES_PER_S
     from ctsim.core.quantity import parse_count
 
     if rate is not None:
-        return float(parse_count(rate, "--rate", minimum=1, maximum=10**10)), "configured"
+        return float(parse_count(rate, "--rate", minimum=1, maximum=MAX_WALK_RATE)), "configured"
     if calibration is not None:
         return load(calibration).per_entry_entries_per_s, "calibrated"
     return PUBLISHED_ENTRIES_PER_S, "published"

@@ -14,7 +14,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ctsim.core.defaults import CILIUM_PRESSURE_MAPS, MAX_GC_INTERVAL
+from ctsim.core.bounds import check
+from ctsim.core.defaults import CILIUM_PRESSURE_MAPS
 from ctsim.core.errors import InputError
 from ctwatch.collector import Collector, Cycle, Setting, register_collector
 from ctwatch.readings import Pressure, SourceResult
@@ -125,10 +126,10 @@ def parse(page: str) -> tuple[dict[str, float], AgentGC | None]:
         for sample in family.samples:
             if sample.name == "cilium_bpf_map_pressure":
                 name = CILIUM_PRESSURE_MAPS.get(sample.labels.get("map_name", ""))
-                if name and _plausible(sample, 0.0, 1.0, "a map's count over its capacity", implausible):
+                if name and _plausible(sample, "pressure", implausible):
                     pressure[name] = float(sample.value)
             elif sample.name == "cilium_datapath_conntrack_gc_interval_seconds":
-                if _plausible(sample, 1.0, MAX_GC_INTERVAL, "a GC interval of 1 s to 400 d", implausible):
+                if _plausible(sample, "gc_interval", implausible):
                     gc["interval_s"] = float(sample.value)
             elif sample.name == "cilium_datapath_conntrack_gc_duration_seconds_sum":
                 gc["duration_sum_s"] = gc.get("duration_sum_s", 0.0) + float(sample.value)
@@ -143,10 +144,11 @@ def parse(page: str) -> tuple[dict[str, float], AgentGC | None]:
     return pressure, AgentGC(**gc) if gc else None
 
 
-def _plausible(sample: object, low: float, high: float, why: str, implausible: list[str]) -> bool:
-    """Within the bounds of the flag the figure stands for; else left out, and named."""
+def _plausible(sample: object, kind: str, implausible: list[str]) -> bool:
+    """Within the bounds of the flag the figure stands for (``ctsim.core.bounds``); else left out, and named."""
     value = float(sample.value)  # type: ignore[attr-defined]
-    if low <= value <= high:
+    why = check(kind, value)
+    if why is None:
         return True
     labels = ",".join(f'{k}="{v}"' for k, v in sample.labels.items())  # type: ignore[attr-defined]
     implausible.append(f"{sample.name}{{{labels}}} = {value:.6g} is implausible ({why}): left out")  # type: ignore[attr-defined]
