@@ -12,7 +12,6 @@ from ctsim.cli.options import (
 )
 from ctsim.cli.progress import heartbeat
 from ctsim.cli.term import print_json
-from ctsim.core.maptype import MapType
 
 if TYPE_CHECKING:
     from ctsim.inputs.scenario import Scenario
@@ -52,6 +51,8 @@ def emulate(
             real_rate = statistics.median(cal.per_entry_rate(m) for _ in range(3))
             delete_s = cal.delete_seconds(m, CT_KEY_SIZES["ipv4"], 20_000)
         how = "measured now on a 256Ki map (pass --calibration to use a calibration file)"
+    from ctsim.core.maptype import MapType
+
     if scenario.map(MapType.IPV4_TCP).churn.peak > 0:
         scenario = dataclasses.replace(
             scenario, notes=(*scenario.notes, "churn is not emulated: both sides run without it")

@@ -12,10 +12,8 @@ from ctsim.cli.options import (
     live_scenario_options,
 )
 from ctsim.cli.parallel import check_cluster, replications_option, scheduler_option
-from ctsim.cli.plots import check_plot
 from ctsim.cli.progress import long_run, with_progress
 from ctsim.cli.term import print_json
-from ctsim.core.maptype import MapType
 
 if TYPE_CHECKING:
     from ctsim.inputs.scenario import Scenario
@@ -45,12 +43,15 @@ def run(
     from ctsim.sim.result import Verdict
 
     if plot is not None:
+        from ctsim.cli.plots import check_plot  # matplotlib's check, loaded only for a plot
+
         check_plot(plot, "--plot")
     check_cluster(replications, scheduler, single=True)
     model = Model(scenario, trace_every=scenario.horizon / 600 if plot else None)
     result = with_progress(model.run) if long_run(scenario) else model.run()
     if plot:
         from ctsim.cli.plots import drift_of
+        from ctsim.core.maptype import MapType
 
         churn = scenario.map(MapType.IPV4_TCP).churn
         drift_of(model, result, plot, title=f"{scenario.preset}: {churn.describe()} churn")

@@ -13,7 +13,6 @@ from ctsim.cli.options import (
     scenario_options,
 )
 from ctsim.cli.parallel import check_cluster, replications_option, scheduler_option
-from ctsim.cli.plots import check_plot
 from ctsim.cli.progress import with_progress
 from ctsim.core.errors import InputError
 from ctsim.core.files import STDOUT, check_distinct, check_writable, write_atomic
@@ -97,6 +96,8 @@ def sweep(
     if output is not None:
         check_writable(output, "--output")
     if heatmap is not None:
+        from ctsim.cli.plots import check_plot  # matplotlib's check, loaded only for a heatmap
+
         check_plot(heatmap, "--heatmap")
 
     from ctsim.capacity import replications as mc
