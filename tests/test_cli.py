@@ -140,9 +140,9 @@ def test_long_work_off_a_terminal_says_how_far_it_got(
     """A log gets a progress line every PROGRESS_EVERY seconds (10 s; shortened here), and nothing for short work."""
     import time
 
-    from ctsim.cli import app
+    from ctsim.cli import progress
 
-    monkeypatch.setattr(app, "PROGRESS_EVERY", 0.05)
+    monkeypatch.setattr(progress, "PROGRESS_EVERY", 0.05)
 
     def work(progress):  # type: ignore[no-untyped-def]
         for _ in range(4):
@@ -150,14 +150,14 @@ def test_long_work_off_a_terminal_says_how_far_it_got(
             progress("sweep", 1, 4)
         return "done"
 
-    assert app._with_progress(work) == "done"
+    assert progress.with_progress(work) == "done"
     lines = capsys.readouterr().err.splitlines()
     assert lines and all(line.startswith("ctsim: sweep ") for line in lines), lines
     assert "1/4 (25%)" in lines[0] and "left" in lines[0]
-    monkeypatch.setattr(app, "PROGRESS_EVERY", 60.0)
-    assert app._with_progress(work) == "done"
+    monkeypatch.setattr(progress, "PROGRESS_EVERY", 60.0)
+    assert progress.with_progress(work) == "done"
     assert capsys.readouterr().err == ""  # work shorter than the interval prints nothing
-    monkeypatch.setattr(app, "PROGRESS_EVERY", 0.05)
-    with app._heartbeat("emulate", 120.0):
+    monkeypatch.setattr(progress, "PROGRESS_EVERY", 0.05)
+    with progress.heartbeat("emulate", 120.0):
         time.sleep(0.2)
     assert "ctsim: emulate " in capsys.readouterr().err

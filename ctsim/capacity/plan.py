@@ -65,10 +65,10 @@ def facts_for(
 
     check_replications(replications, MAX_PLAN_REPLICATIONS)
     if burst is not None:
-        node = replace(node, pods=parse_count(burst, "--burst", minimum=1, maximum=MAX_PLAN_BURST))
+        node = replace(node, pods=parse_count(burst, "{param:burst}", minimum=1, maximum=MAX_PLAN_BURST))
     elif node.pods > MAX_PLAN_BURST:
-        raise InputError(f"--pods: plan searches bursts of at most {MAX_PLAN_BURST:,}, got {node.pods:,}")
-    horizon = parse_duration(drift_horizon, "--drift-horizon", minimum=3600.0, maximum=MAX_HORIZON)
+        raise InputError(f"plan searches bursts of at most {MAX_PLAN_BURST:,}, got {node.pods:,}", "pods")
+    horizon = parse_duration(drift_horizon, "{param:drift_horizon}", minimum=3600.0, maximum=MAX_HORIZON)
     return Facts(node, horizon, drift_horizon, replications)
 
 

@@ -67,7 +67,7 @@ def check_scheduler(scheduler: str | None) -> None:
     if scheduler is None:
         return
     if not scheduler.strip():
-        raise InputError("--scheduler: empty; give the Dask scheduler's address, e.g. tcp://10.0.0.5:8786")
+        raise InputError("empty; give the Dask scheduler's address, e.g. tcp://10.0.0.5:8786", "scheduler")
     _dask()
     from distributed.comm.addressing import parse_address, parse_host_port
 
@@ -79,15 +79,15 @@ def check_scheduler(scheduler: str | None) -> None:
         if scheme in ("tcp", "tls"):
             _, port = parse_host_port(location)
     except ValueError as exc:
-        raise InputError(f"--scheduler: not a Dask address ({exc}), e.g. tcp://10.0.0.5:8786") from None
-    check_port(port, "--scheduler")
+        raise InputError(f"not a Dask address ({exc}), e.g. tcp://10.0.0.5:8786", "scheduler") from None
+    check_port(port, "{param:scheduler}")
 
 
 def _dask() -> None:
     try:
         import distributed  # noqa: F401
     except ImportError:
-        raise InputError("--scheduler: needs Dask (pip install 'ctsim[dask]')") from None
+        raise InputError("needs Dask (pip install 'ctsim[dask]')", "scheduler") from None
 
 
 def connect(scheduler: str) -> Any:
@@ -98,7 +98,7 @@ def connect(scheduler: str) -> Any:
     try:
         return Client(scheduler, timeout=DASK_TIMEOUT_S, set_as_default=False)
     except (OSError, TimeoutError, ValueError, TypeError) as exc:
-        raise InputError(f"--scheduler: cannot reach {scheduler!r}: {str(exc).splitlines()[0][:160]}") from None
+        raise InputError(f"cannot reach {scheduler!r}: {str(exc).splitlines()[0][:160]}", "scheduler") from None
 
 
 def chunks(n: int, workers: int) -> list[range]:
@@ -136,7 +136,7 @@ def _on_dask(
         # A worker that dies mid-task loses nothing: the scheduler gives its tasks to another worker.
         for future, rows in as_completed(futures, loop=client.loop, with_results=True):
             if future.status != "finished":  # cancelled: the scheduler went away, or was told to drop it
-                raise InputError(f"--scheduler: {scheduler!r} dropped the work ({future.status}); run it again")
+                raise InputError(f"{scheduler!r} dropped the work ({future.status}); run it again", "scheduler")
             for i, row in zip(which[future.key], rows, strict=True):
                 results[i] = row
             done += len(rows)

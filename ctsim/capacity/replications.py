@@ -33,9 +33,9 @@ MEASURES = {  # row key → what the summary calls it
 }
 
 
-def check(r: int, maximum: int = MAX_REPLICATIONS, flag: str = "--replications") -> None:
+def check(r: int, maximum: int = MAX_REPLICATIONS) -> None:
     if not 1 <= r <= maximum:
-        raise InputError(f"{flag}: from 1 to {maximum:,}, got {r}")
+        raise InputError(f"from 1 to {maximum:,}, got {r}", "replications")
 
 
 def seeds(seed: int, r: int) -> list[int]:

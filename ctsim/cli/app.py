@@ -13,6 +13,7 @@ import typer
 
 from ctsim.cli.command import run_cli
 from ctsim.cli.commands import backtest, calibrate, emulate, fleet, plan, run, sweep
+from ctsim.cli.options import LIBRARY_FLAGS
 
 app = typer.Typer(
     help="Model Cilium's conntrack GC drift and the scrub convoy that stalls pod start-up.",
@@ -47,7 +48,7 @@ for _command in (run, emulate, sweep, plan, fleet, backtest, calibrate):  # --he
 
 
 def main() -> None:
-    run_cli(_app_for(sys.argv[1:]), "ctsim")
+    run_cli(_app_for(sys.argv[1:]), "ctsim", LIBRARY_FLAGS)
 
 
 def _app_for(args: list[str]) -> typer.Typer:

@@ -15,7 +15,7 @@ import io
 import os
 import sys
 import typing
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from typing import Any, NoReturn
 
 from ctsim.core.errors import InputError, WorkFailed
@@ -109,8 +109,16 @@ def interrupted(prog: str) -> NoReturn:
     sys.exit(130)
 
 
-def run_cli(app: Any, prog: str) -> NoReturn:
-    """Runs a typer app; every input error, typer's or ours, becomes one line and exit 2."""
+def flag_of(param: str, flags: Mapping[str, str] | None = None) -> str:
+    """The flag that gives a library's parameter: ``flags``' word for it, else ``--`` and its name with dashes."""
+    return (flags or {}).get(param) or "--" + param.replace("_", "-")
+
+
+def run_cli(app: Any, prog: str, flags: Mapping[str, str] | None = None) -> NoReturn:
+    """Runs a typer app; every input error, typer's or ours, becomes one line and exit 2.
+
+    ``flags``: the command line's word for each library parameter whose flag is not its name with dashes.
+    """
     import typer
 
     _safe_streams()
@@ -122,7 +130,7 @@ def run_cli(app: Any, prog: str) -> NoReturn:
             raise
         _output_error(prog, exc)
     except InputError as exc:
-        fail(prog, str(exc))
+        fail(prog, exc.said(lambda param: flag_of(param, flags)))
     except WorkFailed as exc:
         fail(prog, str(exc), 1)
     except typer.Exit as exc:

@@ -21,6 +21,15 @@ from ctsim.core.quantity import format_bytes
 Str = Optional[str]  # noqa: UP045 - typer reads Optional at runtime
 
 
+# The library names what it refuses by its parameters (``InputError.param``); the command line says each as the
+# flag that gives it. A parameter not here is its flag with dashes (``bearer_token_file``: --bearer-token-file).
+LIBRARY_FLAGS: dict[str, str] = {
+    "url": "--prometheus-url",
+    "timeout_s": "--timeout",
+    "headers": "--header",
+}
+
+
 def _values(field: str, show: Callable[[Any], str] = str) -> str:
     """Each preset's ``field``: ``analytics X, standard Y``."""
     from ctsim.inputs.presets import PRESETS

@@ -2,14 +2,38 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 from typing import TypeVar
 
 T = TypeVar("T")
+_PARAM = re.compile(r"\{param:([a-z_]+)\}")
 
 
 class InputError(ValueError):
-    """Bad user input: the message is shown as is, never with a traceback."""
+    """Bad user input: the message is shown as is, never with a traceback.
+
+    A library names what it refuses in its own words: ``param``, the
+    parameter the message is about, and ``{param:NAME}`` for any other it
+    mentions. ``str()`` says them as parameters; a command line says each as
+    the flag that gives it (``as_flags``), so only the CLI knows its flags.
+    """
+
+    def __init__(self, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.param = param
+
+    @property
+    def message(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+    def said(self, name: Callable[[str], str]) -> str:
+        """The message with every parameter said as ``name`` says it, the refused one first."""
+        text = _PARAM.sub(lambda m: name(m.group(1)), self.message)
+        return f"{name(self.param)}: {text}" if self.param is not None else text
+
+    def __str__(self) -> str:
+        return self.said(lambda param: param)
 
 
 class WorkFailed(RuntimeError):

@@ -47,11 +47,11 @@ class Transport:
     timeout_s: float = DEFAULT_TIMEOUT_S
 
 
-def _secret(path: str, flag: str) -> str:
+def _secret(path: str, param: str) -> str:
     """A token or password file's first line (Prometheus trims the trailing newline too)."""
-    text = read_text(path, flag, limit=64 * 1024).strip()
+    text = read_text(path, f"{{param:{param}}}", limit=64 * 1024).strip()
     if not text:
-        raise InputError(f"{flag}: {path} is empty")
+        raise InputError(f"{path} is empty", param)
     return text
 
 
@@ -60,14 +60,14 @@ def _headers(lines: tuple[str, ...]) -> dict[str, str]:
     for line in lines:
         name, sep, value = line.partition(":")
         if not sep or not name.strip() or any(c.isspace() for c in name.strip()):
-            raise InputError(f"--header: expected 'Name: value', got {line!r}")
+            raise InputError(f"expected 'Name: value', got {line!r}", "headers")
         out[name.strip()] = value.strip()
     return out
 
 
-def _check_file(path: str | None, flag: str) -> None:
+def _check_file(path: str | None, param: str) -> None:
     if path is not None and not os.path.isfile(path):
-        raise InputError(f"{flag}: {path}: not a readable file")
+        raise InputError(f"{path}: not a readable file", param)
 
 
 @dataclass
@@ -87,32 +87,30 @@ class Client:
         try:
             parsed = httpx.URL(base)
         except (httpx.InvalidURL, TypeError, ValueError) as exc:
-            raise InputError(f"--prometheus-url: not a URL: {shorten(self.shown)!r} ({redact(str(exc))})") from None
+            raise InputError(f"not a URL: {shorten(self.shown)!r} ({redact(str(exc))})", "url") from None
         if parsed.scheme not in ("http", "https") or not parsed.host:
-            raise InputError(f"--prometheus-url: expected http(s)://host[:port][/prefix], got {shorten(self.shown)!r}")
-        check_port(parsed.port, "--prometheus-url")
+            raise InputError(f"expected http(s)://host[:port][/prefix], got {shorten(self.shown)!r}", "url")
+        check_port(parsed.port, "{param:url}")
         host = parsed.host
         if ":" not in host and (len(host) > 253 or any(len(label) > 63 for label in host.split("."))):
-            raise InputError(
-                f"--prometheus-url: {shorten(host)!r} is not a host name (labels of at most 63 characters)"
-            )
+            raise InputError(f"{shorten(host)!r} is not a host name (labels of at most 63 characters)", "url")
         t = self.transport
         if not t.timeout_s > 0 or not math.isfinite(t.timeout_s):
-            raise InputError(f"--timeout: must be a positive number of seconds, got {t.timeout_s}")
+            raise InputError(f"must be a positive number of seconds, got {t.timeout_s}", "timeout_s")
         if t.key_file is not None and t.cert_file is None:
-            raise InputError("--key-file: give --cert-file too")
+            raise InputError("give {param:cert_file} too", "key_file")
         if (t.basic_auth_user is None) != (t.basic_auth_password_file is None):
-            raise InputError("--basic-auth-user and --basic-auth-password-file go together")
+            raise InputError("{param:basic_auth_user} and {param:basic_auth_password_file} go together")
         if t.bearer_token_file is not None and t.basic_auth_user is not None:
-            raise InputError("--bearer-token-file and --basic-auth-user: give one way to authenticate")
-        for path, flag in ((t.ca_file, "--ca-file"), (t.cert_file, "--cert-file"), (t.key_file, "--key-file")):
-            _check_file(path, flag)
+            raise InputError("{param:bearer_token_file} and {param:basic_auth_user}: give one way to authenticate")
+        for path, param in ((t.ca_file, "ca_file"), (t.cert_file, "cert_file"), (t.key_file, "key_file")):
+            _check_file(path, param)
         headers = _headers(t.headers)
         auth = None
         if t.bearer_token_file is not None:
-            headers["Authorization"] = f"Bearer {_secret(t.bearer_token_file, '--bearer-token-file')}"
+            headers["Authorization"] = f"Bearer {_secret(t.bearer_token_file, 'bearer_token_file')}"
         if t.basic_auth_user is not None and t.basic_auth_password_file is not None:
-            auth = httpx.BasicAuth(t.basic_auth_user, _secret(t.basic_auth_password_file, "--basic-auth-password-file"))
+            auth = httpx.BasicAuth(t.basic_auth_user, _secret(t.basic_auth_password_file, "basic_auth_password_file"))
         verify: Any = True
         if t.insecure_skip_verify:
             verify = False
@@ -122,7 +120,7 @@ class Client:
             try:
                 verify = ssl.create_default_context(cafile=t.ca_file)
             except (ssl.SSLError, OSError) as exc:
-                raise InputError(f"--ca-file: {t.ca_file}: not a PEM CA bundle ({exc})") from None
+                raise InputError(f"{t.ca_file}: not a PEM CA bundle ({exc})", "ca_file") from None
         cert = None
         if t.cert_file is not None:
             cert = (t.cert_file, t.key_file) if t.key_file is not None else t.cert_file
@@ -132,7 +130,7 @@ class Client:
                 base_url=prefix, headers=headers, auth=auth, verify=verify, cert=cert, timeout=t.timeout_s
             )
         except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError: a bad certificate or key
-            raise InputError(f"--cert-file: cannot load the client certificate: {exc}") from None
+            raise InputError(f"cannot load the client certificate: {exc}", "cert_file") from None
 
     @property
     def shown(self) -> str:
