@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 from ctsim.capacity.pool import run_all
 from ctsim.core.errors import InputError
 from ctsim.core.files import read_text, write_atomic
-from ctsim.inputs.given import FLAG_DEFAULTS, Given, parse_given
+from ctsim.inputs.given import FLAG_DEFAULTS, Given, command_line, parse_given
 from ctsim.inputs.scenario import resolve
 from ctsim.sim.model import simulate
 
@@ -148,13 +148,7 @@ def points(axes: dict[str, list[str]]) -> list[dict[str, str]]:
 
 def command(flags: dict[str, Any]) -> str:
     """The ``ctsim run`` line that reproduces a row."""
-    parts = ["ctsim", "run"]
-    for name, value in flags.items():
-        if value is None or SCENARIO_FLAGS[name] == value:
-            continue
-        flag = "--regeneration-time" if name == "regeneration" else "--" + name.replace("_", "-")
-        parts += [flag, str(value)]
-    return shlex.join(parts)
+    return shlex.join(command_line(flags))
 
 
 def run_point(point: Point) -> Row:

@@ -15,7 +15,7 @@ from ctsim.core.origin import Origin
 from ctsim.fleet.prometheus import Client, Transport
 from ctsim.fleet.risk import Assumptions, NodeRisk, assess
 from ctsim.fleet.series import MEAN_PROCESSING_SERIES, Query, read_fleet
-from ctsim.inputs.given import AgentState, Given
+from ctsim.inputs.given import AgentState, Given, flag_text
 from ctsim.inputs.scenario import Scenario
 
 # Given's field -> (family, map index) of the count it takes
@@ -37,6 +37,7 @@ _ORIGIN_OF = {
     "regeneration": "regeneration",
     "create_mean_processing": "limiter",
 }
+_FLOATS = ("rate", "deadline", "regeneration", "create_mean_processing")  # Given's float fields among the live
 Live = dict[str, tuple[float | int, Origin]]  # Given's field -> (the value a series gives, that series)
 
 
@@ -63,7 +64,7 @@ def node_inputs(risk: NodeRisk) -> Live:
     if risk.deadline_source.is_series:
         out["deadline"] = (float(risk.deadline), risk.deadline_source)
     if risk.regeneration_source.is_series:
-        out["regeneration"] = (risk.regeneration, risk.regeneration_source)  # in ms since series.py read it
+        out["regeneration"] = (risk.regeneration, risk.regeneration_source)
     mean = risk.limiter.get("mean_processing_s")
     if mean is not None and mean > 0:  # 0: no create processed since the agent started (a fresh limiter)
         out["create_mean_processing"] = (mean, Origin.of_series(MEAN_PROCESSING_SERIES))
@@ -82,11 +83,7 @@ def uncounted(risk: NodeRisk) -> list[str]:
 
 def shown(field: str, value: float | int) -> str:
     """A live value as the flag a user would type for it (a row's ``ctsim run`` line, plan's ``live``)."""
-    if field == "deadline":
-        return f"{value:g}s"
-    if field in ("regeneration", "create_mean_processing"):  # milliseconds, as series.py reads them
-        return f"{value:.3f}".rstrip("0").rstrip(".") + "s"
-    return str(int(value))
+    return flag_text(field, int(value) if field not in _FLOATS else value)
 
 
 def with_live(given: Given, live: Live, node: str) -> Given:

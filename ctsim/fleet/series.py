@@ -402,7 +402,9 @@ def _cilium(each: Each) -> None:
     for facts, s in each("regeneration"):
         if _plausible(facts, "regeneration", REGENERATION_SERIES, s.value):
             facts.sources.add("cilium")
-            facts.regeneration = round(s.value, 3)  # milliseconds, as --regeneration-time takes it
+            # To the millisecond: two reads a moment apart (a fleet row, then run --from-prometheus) see this
+            # windowed mean move in its last digits; so rounded, both model the same figure.
+            facts.regeneration = round(s.value, 3)
     for facts, s in each("refused"):
         if _finite(s.value) and s.value >= 0:
             facts.limiter["refused_over_window"] = s.value
@@ -411,5 +413,5 @@ def _cilium(each: Each) -> None:
         series = f'{s.labels.get("__name__", "")}{{api_call="endpoint-create",value="{s.labels.get("value", "")}"}}'
         if key is not None and _plausible(facts, "limiter", series, s.value):
             facts.sources.add("cilium")
-            # the mean create in milliseconds, as --create-mean-processing takes it
+            # the mean create to the millisecond, as the regeneration (one node, one answer across reads)
             facts.limiter[key] = round(s.value, 3) if key == "mean_processing_s" else s.value

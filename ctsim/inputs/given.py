@@ -191,3 +191,69 @@ def parse_given(**flags: object) -> Given:
         raise InputError(f"unknown scenario flag(s): {', '.join(sorted(unknown))}")
     values = {name: parse_value(name, flags[name]) for name in PARSERS if flags.get(name) is not None}
     return Given(**values)  # type: ignore[arg-type]
+
+
+# Each flag as the command line spells it: its field with dashes, but one.
+FLAG_NAMES: dict[str, str] = {name: "--" + name.replace("_", "-") for name in PARSERS} | {
+    "regeneration": "--regeneration-time"
+}
+_DURATIONS = frozenset(
+    {"conn_duration", "deadline", "horizon", "regeneration", "create_mean_processing"}
+    | {"gc_max_interval", "gc_interval", "gc_initial_interval", "gc_next_pass"}
+)
+
+
+def flag_text(name: str, value: object) -> str:
+    """The inverse of ``PARSERS``: ``value`` as ``name``'s flag takes it, exactly (``parse_value`` gives it back).
+
+    A duration is written in seconds at full precision (``0.30000000000000004s``),
+    a churn schedule per second; a value no flag can carry (a walk rate with a
+    fraction: ``--rate`` takes whole entries/s) is a ValueError.
+    """
+    if isinstance(value, enum.Enum):
+        return str(value.value)
+    if isinstance(value, Calibration):
+        return value.path
+    if isinstance(value, ChurnSchedule):
+        if value.constant:
+            return f"{_number(value.segments[0][0])}/s"
+        return ", ".join(f"{_number(rate)}/s for {_number(span)}s" for rate, span in value.segments)
+    if name in _DURATIONS:
+        assert isinstance(value, float | int)
+        if name == "gc_interval" and value == 0:
+            return "auto"
+        return "0" if value == 0 else f"{_number(value)}s"
+    if name == "rate":
+        assert isinstance(value, float | int)
+        if value != int(value):
+            raise ValueError(f"--rate takes whole entries/s, not {value!r}")
+        return str(int(value))
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def _number(value: float) -> str:
+    """A float at full precision, without a trailing ``.0`` (``90``, ``0.30000000000000004``)."""
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+def flags_of(g: Given) -> dict[str, str]:
+    """What ``g`` holds beyond the defaults, as flags' texts: ``parse_given(**flags_of(g))`` is ``g`` again
+    (without its ``arrivals`` and ``sources``, which no flag carries)."""
+    default = Given()
+    return {
+        name: flag_text(name, getattr(g, name))
+        for name in PARSERS
+        if getattr(g, name) is not None and getattr(g, name) != getattr(default, name)
+    }
+
+
+def command_line(flags: dict[str, object], command: str = "run") -> list[str]:
+    """``ctsim COMMAND`` with ``flags`` (text as typed, or ``flags_of``'s), defaults left out."""
+    words = ["ctsim", command]
+    for name, value in flags.items():
+        if value is None or FLAG_DEFAULTS[name] == value:
+            continue
+        words += [FLAG_NAMES[name], str(value)]
+    return words
