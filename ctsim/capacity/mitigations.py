@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 from ctsim.core.floats import left_sum
 from ctsim.core.profiles import get_profile
 from ctsim.core.quantity import format_duration
+from ctsim.core.releases import newest
 from ctsim.inputs.scenario import Scenario, resolve
 from ctsim.sim.model import simulate
 from ctsim.sim.result import Result, Verdict
@@ -101,7 +102,12 @@ def _candidates(s: Scenario) -> list[_Candidate]:
     if upgrade and s.given.rate is None:  # --rate fixes every walk
         to = get_profile(upgrade)
         action = f"upgrade to Cilium {to.release} (batched walks)"
-        out.append(_Candidate(f"--profile {to.name}", action, {"profile": to.name}, ["--profile", to.name]))
+        if s.given.cilium_version is None:
+            out.append(_Candidate(f"--profile {to.name}", action, {"profile": to.name}, ["--profile", to.name]))
+        else:  # the release given is replaced by the newest patch of the upgrade's line
+            change = {"profile": to.name, "cilium_version": newest(to.release)}
+            argv = ["--profile", to.name, "--cilium-version", to.release]
+            out.append(_Candidate(f"--cilium-version {to.release}", action, change, argv))
     return out
 
 
@@ -112,7 +118,7 @@ def simulate_mitigations(s: Scenario) -> list[Mitigation]:
         # Until resolved, as the run itself, but for at most HORIZON.
         mitigated = replace(resolve(replace(s.given, **c.change, horizon=None)), horizon=HORIZON_S)
         r = simulate(mitigated)
-        upgrade = "profile" in c.change
+        upgrade = "profile" in c.change  # an upgrade: its cost is not the GC's
         cost = "an upgrade" if upgrade else _gc_cost(r)
         action = f"{c.action}; walk rate {r.scenario.rate_source}" if upgrade else c.action
         found.append(Mitigation(c.flag, action, r, cost, c.argv))

@@ -350,7 +350,7 @@ def plan(facts: Facts) -> CapacityPlan:
                 f"upgrade to a batched-walk release (Cilium >= {get_profile(upgrade).release})",
                 f"--profile {upgrade}",
                 adaptive.peak_entries,
-                Outcome.of(burst_at(facts, adaptive, profile=upgrade)),
+                Outcome.of(burst_at(facts, adaptive, profile=upgrade, cilium_version=None)),
             )
         )
     memory = CTMapSizes(*capacities[0]).memory_bytes()

@@ -218,6 +218,29 @@ def table_incident() -> str:
     return _md(["figure", "model", "command"], [[a, b, f"`{c}`"] for a, b, c in rows])
 
 
+RELEASES = ["1.16.5", "1.17.14", "1.18.1", "1.18.10", "1.19.4", "1.20.2"]
+
+
+def table_releases() -> str:
+    """The incident's node (16M entries, 50 pods) under each release, and with --gc-max-interval 1h."""
+    header = ["release", "walk", "verdict", "all Ready by", "ADD timeouts", "with --gc-max-interval 1h"]
+    rows = []
+    for version in RELEASES:
+        r = _run(entries="16M", pods="50", cilium_version=version)
+        capped = _run(entries="16M", pods="50", cilium_version=version, gc_max_interval="1h", horizon="12h")
+        rows.append(
+            [
+                f"v{version}",
+                f"{r.walk_seconds:.1f} s",
+                r.verdict,
+                _s(r.recovered_at),
+                f"{r.counters.add_timeouts:,}",
+                f"{capped.verdict}, all Ready by {_s(capped.recovered_at)}",
+            ]
+        )
+    return _md(header, rows)
+
+
 TABLES: dict[str, Callable[[], str]] = {
     "incident": table_incident,
     "sizing": table_sizing,
@@ -226,6 +249,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "burst-replications": table_burst_replications,
     "drift": table_drift,
     "mitigations": table_mitigations,
+    "releases": table_releases,
 }
 
 

@@ -248,6 +248,17 @@ SCENARIO_FLAGS: dict[str, tuple[Any, Any]] = {
     "seed": (Annotated[int, _opt("Random seed: same seed, same result.", "INT")], 1),
     "preset": (Annotated[Str, _opt("analytics (the incident, default) or standard.", "NAME")], None),
     "profile": _GROUPED["profile"],
+    "cilium_version": (
+        Annotated[
+            Str,
+            _opt(
+                "The Cilium release the node runs (1.20.2, v1.19.3, or 1.18 for its newest patch): its walk and "
+                "its GC interval caching, patch by patch (default: the profile's release, v1.16.5 for cilium-1.16).",
+                "VERSION",
+            ),
+        ],
+        None,
+    ),
     "calibration": _GROUPED["calibration"],
 }
 

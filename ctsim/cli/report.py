@@ -128,7 +128,7 @@ def render(r: Result, console: Terminal | None = None, mitigations: list[Mitigat
         return b(f"  [{'; '.join(said)}]", "dim") if said else ""
 
     inputs: list[tuple[str, str]] = []
-    inputs.append(("preset / profile", f"{s.preset} / {s.profile} ({s.cores} cores){why('cores')}"))
+    inputs.append(("preset / release", f"{s.preset} / Cilium {s.release} ({s.cores} cores){why('release', 'cores')}"))
     inputs.append(("agent", _agent_line(s.agent_state)))
     if s.agent_state == "warm":
         lim = d["limiter"]["start"]

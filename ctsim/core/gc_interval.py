@@ -68,20 +68,29 @@ class GCPolicy:
 
     ``fixed_interval`` is ``conntrack-gc-interval`` (fixed when > 0),
     ``max_interval`` is ``conntrack-gc-max-interval`` (a cap when > 0).
-    ``cached_interval`` is 0 in a freshly started agent; ``calculateInterval``
-    writes it, uncapped, whenever the ratio it is given is non-zero. They are
+    ``cached_interval`` is 0 in a freshly started agent. Up to v1.18.1
+    ``calculateInterval`` writes it, uncapped, whenever the ratio it is given
+    is non-zero; from v1.18.2 (``capped_cache``) the GC loop writes the capped
+    interval after every full pass (gc.go:196-227 at 5bd307a8f6). They are
     held as Go holds them, integer nanoseconds, so the early-pass scaling
     (``float64(expected) / float64(actual)``) and the 0.05/0.25 thresholds
     see the numbers Go sees, and a month-long interval stays exact.
     """
 
-    __slots__ = ("_cached_interval_ns", "_fixed_interval_ns", "_max_interval_ns")
+    __slots__ = ("_cached_interval_ns", "_fixed_interval_ns", "_max_interval_ns", "capped_cache")
     fixed_interval = _Duration()
     max_interval = _Duration()
     cached_interval = _Duration()
 
-    def __init__(self, fixed_interval: float = 0.0, max_interval: float = 0.0, cached_interval: float = 0.0) -> None:
+    def __init__(
+        self,
+        fixed_interval: float = 0.0,
+        max_interval: float = 0.0,
+        cached_interval: float = 0.0,
+        capped_cache: bool = False,
+    ) -> None:
         self.fixed_interval, self.max_interval, self.cached_interval = fixed_interval, max_interval, cached_interval
+        self.capped_cache = capped_cache
 
     def get_interval(self, actual_prev: float, max_delete_ratio: float) -> float:
         """``GetInterval``: the next interval (seconds) from the pass that just ran.
@@ -99,8 +108,10 @@ class GCPolicy:
         elif 0 < actual < expected:
             ratio *= float(expected) / float(actual)
         interval = _calculate_interval_ns(expected, ratio)
-        if ratio != 0.0:
+        if ratio != 0.0 and not self.capped_cache:
             self._cached_interval_ns = interval
         if self._max_interval_ns > 0 and interval > self._max_interval_ns:
             interval = self._max_interval_ns
+        if self.capped_cache:  # every pass of the model is a full one (all families), and succeeds
+            self._cached_interval_ns = interval
         return interval / _NS

@@ -1,10 +1,9 @@
 """Cilium releases as the model sees them: how a CT walk is done and what it costs.
 
-The only difference between the profiles is the walk. (v1.19's changes in
-this area, spec §16 — partial GC passes keep their interval time, the GC's
-minimum interval and rounding become flags, batched lookups are required,
-no GC signal on a failed CT insert — touch nothing the model plays at their
-defaults: there is no cilium-1.19 profile; use cilium-1.18.) Cilium 1.16 and 1.17
+A profile is a release line's walk: how it is done and what it costs. What
+else a release does (its GC interval caching, its signals, its handlers) is
+``ctsim.core.releases``, patch by patch; ``--profile cilium-1.N`` plays the
+newest patch of 1.N ctsim knows, ``--cilium-version`` any. Cilium 1.16 and 1.17
 walk a CT map with ``bpf_map_get_next_key`` + ``bpf_map_lookup_elem`` per
 entry; batched walks (``BPF_MAP_LOOKUP_BATCH``, kernel >= 5.6; commit be4d5738,
 "Use batched iterator for CTMap GC", merged 2025-01-09) first ship in
@@ -76,17 +75,20 @@ PROFILES: dict[str, Profile] = {
         source="published: 426,000 syscalls/s, 2 per entry (1.17 still walks per entry)",
         upgrade="cilium-1.18",
     ),
-    "cilium-1.18": Profile(
-        name="cilium-1.18",
-        walk=WalkKind.BATCHED,
-        walk_rate=VM_BATCH_PER_S * NODE_OVER_VM,
-        delete_seconds=1.0 / PUBLISHED_SYSCALLS_PER_S,
-        source=(
-            "scaled: BPF_MAP_LOOKUP_BATCH as measured on the project's VM (2.1M entries/s, 0.88 ns per bucket), "
-            "x1.47 for the incident node's published per-entry rate"
-        ),
-        bucket_seconds=VM_BUCKET_SECONDS / NODE_OVER_VM,
-    ),
+    **{
+        f"cilium-{line}": Profile(
+            name=f"cilium-{line}",
+            walk=WalkKind.BATCHED,
+            walk_rate=VM_BATCH_PER_S * NODE_OVER_VM,
+            delete_seconds=1.0 / PUBLISHED_SYSCALLS_PER_S,
+            source=(
+                "scaled: BPF_MAP_LOOKUP_BATCH as measured on the project's VM (2.1M entries/s, 0.88 ns per "
+                "bucket), x1.47 for the incident node's published per-entry rate"
+            ),
+            bucket_seconds=VM_BUCKET_SECONDS / NODE_OVER_VM,
+        )
+        for line in ("1.18", "1.19", "1.20")  # the same batched walk (cilium-releases.md §2.4)
+    },
 }
 
 
@@ -104,3 +106,8 @@ def choices() -> str:
 
 def get_profile(name: str) -> Profile:
     return pick(PROFILES, name, "--profile", "profile")
+
+
+def profile_for(line: str) -> Profile:
+    """The profile of a release line (``1.20``): how its scrub walks."""
+    return PROFILES[f"cilium-{line}"]

@@ -32,6 +32,7 @@ from ctsim.core.errors import InputError
 from ctsim.core.origin import Origin
 from ctsim.core.profiles import DEFAULT_PROFILE, get_profile
 from ctsim.core.quantity import parse_count, parse_duration, parse_float
+from ctsim.core.releases import Release, parse_release
 from ctsim.inputs.churn import ChurnSchedule, parse_churn
 from ctsim.inputs.presets import get_preset
 
@@ -76,6 +77,7 @@ class Given:
     horizon: float | None = None  # None: until the burst is resolved
     seed: int = 1
     calibration: Calibration | None = None
+    cilium_version: Release | None = None  # None: the profile's release
     # When each pod reached CNI ADD, in seconds from t=0 (``ctsim backtest``: the pods as the node saw them come);
     # empty: ``pods`` pods within kubelet's start spread. Not a flag.
     arrivals: tuple[float, ...] = ()
@@ -133,6 +135,7 @@ _GC = {"minimum": MIN_GC_INTERVAL, "maximum": MAX_HORIZON}
 PARSERS: dict[str, Callable[[str], object]] = {
     "preset": _preset,
     "profile": _profile,
+    "cilium_version": parse_release,
     "pods": _count("--pods", minimum=1, maximum=MAX_PODS),
     "cores": _count("--cores", minimum=1, maximum=MAX_CORES),
     "seed": _count("--seed", maximum=MAX_SEED),
@@ -214,6 +217,8 @@ def flag_text(name: str, value: object) -> str:
         return str(value.value)
     if isinstance(value, Calibration):
         return value.path
+    if isinstance(value, Release):
+        return str(value)
     if isinstance(value, ChurnSchedule):
         if value.constant:
             return f"{_number(value.segments[0][0])}/s"

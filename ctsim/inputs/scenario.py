@@ -7,6 +7,7 @@ the same parsed values, and so bad input fails before any simulation starts.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import NamedTuple
 
@@ -26,9 +27,10 @@ from ctsim.core.defaults import (
 from ctsim.core.errors import InputError
 from ctsim.core.maptype import MapType
 from ctsim.core.origin import Origin
-from ctsim.core.profiles import get_profile
+from ctsim.core.profiles import DEFAULT_PROFILE, Profile, get_profile, profile_for
 from ctsim.core.projection import FamilyWalk, scrub_seconds
 from ctsim.core.quantity import format_bytes, format_duration
+from ctsim.core.releases import IntervalCache, Release, newest, played, rules
 from ctsim.core.sizing import ct_map_sizes
 from ctsim.inputs.churn import ChurnSchedule
 from ctsim.inputs.given import AgentState, Given, parse_given
@@ -72,6 +74,7 @@ class MapInputs(NamedTuple):
 class Scenario:
     preset: str
     profile: str
+    release: Release  # the Cilium release played: its walk is the profile's, its GC rules ``core.releases.rules``
     # One record per CT map, in walk order: IPv4's TCP and non-TCP maps, then, on a dual-stack node, IPv6's.
     maps: tuple[MapInputs, ...]
     max_entries_source: Origin  # both IPv4 maps' capacity
@@ -178,6 +181,7 @@ class Scenario:
                     for r, span in schedule.segments
                 ],
             }
+        d["release"] = str(self.release)
         d["notes"] = list(self.notes)
         d["origins"] = dict(self.origins)
         if self.arrivals:
@@ -189,7 +193,7 @@ class Scenario:
 
 # The inputs' keys in --json, in the order they have had since the scenario was one flat record.
 _JSON_ORDER = (
-    "preset", "profile", "entries", "max_entries", "max_entries_source", "any_max_entries", "agent_state",
+    "preset", "profile", "release", "entries", "max_entries", "max_entries_source", "any_max_entries", "agent_state",
     "ipv6_entries", "ipv6_max_entries", "ipv6_any_max_entries", "expired_fraction", "pods", "walk_rate",
     "rate_source", "delete_seconds", "churn", "conn_seconds", "deadline", "gc_interval", "gc_initial_interval",
     "gc_first_pass", "gc_max_interval", "regeneration_seconds", "cores", "node_memory", "map_ratio", "horizon",
@@ -214,7 +218,6 @@ def resolve(g: Given) -> Scenario:
     state at t=0 (``_gc_start``), the warm limiter (``_warm_limiter``).
     """
     p = get_preset(DEFAULT_PRESET if g.preset is None else g.preset)
-    prof = get_profile(g.profile)
     notes: list[str] = []
     origins: dict[str, Origin] = {}
     from_preset = Origin.preset(p.name)
@@ -222,6 +225,8 @@ def resolve(g: Given) -> Scenario:
     def said(name: str) -> Origin:
         """Where a given input came from: the user's flag, or the source that stood in for it (a live series)."""
         return g.source(name) or Origin.given()
+
+    release, prof, origins["release"] = _release(g, notes, said)
 
     def origin(name: str, flag: object, otherwise: Origin) -> None:
         origins[name] = said(name) if flag is not None else otherwise
@@ -293,7 +298,7 @@ def resolve(g: Given) -> Scenario:
     regen_s = g.regeneration if g.regeneration is not None else DEFAULT_REGENERATION
     origin("regeneration", g.regeneration, Origin.default("the model's assumption"))
     origin("cores", g.cores, from_preset)
-    fixed, initial, first_pass, max_interval = _gc_start(g, notes)
+    fixed, initial, first_pass, max_interval = _gc_start(g, rules(release).interval_cache, notes)
     maps = [
         MapInputs(MapType.IPV4_TCP, n_entries, tcp_max, schedule),
         MapInputs(MapType.IPV4_ANY, n_any, any_max, any_schedule),
@@ -315,6 +320,7 @@ def resolve(g: Given) -> Scenario:
     return Scenario(
         preset=p.name,
         profile=prof.name,
+        release=release,
         maps=tuple(maps),
         max_entries_source=capacity_origin,
         agent_state=g.agent_state,
@@ -510,6 +516,31 @@ def _ipv6_maps(
     return v6_entries, v6_any, v6_tcp_max, v6_any_max
 
 
+def _release(g: Given, notes: list[str], said: Callable[[str], Origin]) -> tuple[Release, Profile, Origin]:
+    """The release played and the profile (its walk): ``--cilium-version``, else ``--profile``'s newest patch."""
+    prof = get_profile(g.profile)
+    if g.cilium_version is None:
+        release = newest(prof.release)
+        if prof.name == DEFAULT_PROFILE:
+            origin = Origin.default("the incident's release")
+        else:
+            origin = Origin.given(f"--profile {prof.name}, the newest patch of {prof.release} ctsim knows")
+    else:
+        release, note = played(g.cilium_version)
+        if note:
+            notes.append(note)
+        line = profile_for(release.line)
+        if g.profile not in (DEFAULT_PROFILE, line.name):
+            raise InputError(
+                f"--cilium-version: {g.cilium_version} is not of --profile {g.profile}'s release line: give one of them"
+            )
+        prof, origin = line, said("cilium_version")
+    unplayed = rules(release).unplayed()
+    if unplayed:
+        notes.append(f"{release} also, and the model does not play it: {'; '.join(unplayed)}")
+    return release, prof, origin
+
+
 def _warm_limiter(
     agent_state: AgentState, walks: list[FamilyWalk], regeneration: float, deadline: float
 ) -> tuple[float, Origin]:
@@ -536,7 +567,7 @@ def _warm_limiter(
 _GCStart = tuple[float, float, float, float]
 
 
-def _gc_start(g: Given, notes: list[str]) -> _GCStart:
+def _gc_start(g: Given, cache: IntervalCache, notes: list[str]) -> _GCStart:
     """The GC's state at t=0 (GetInterval's cachedGCInterval, and when the next pass runs).
 
     A fresh agent has no cached interval and runs its first pass now; so does
@@ -556,10 +587,13 @@ def _gc_start(g: Given, notes: list[str]) -> _GCStart:
         initial, first_pass = 0.0, 0.0
         notes.append("fresh agent: 4 requests skip the API limiter; GC runs now, next interval from 5m")
     else:
-        # Mid-cycle: half the interval the agent sleeps, which GetInterval caps at conntrack-gc-max-interval
-        # (the cached interval stays 12 h: calculateInterval writes it uncapped).
+        # Mid-cycle: half the interval the agent sleeps, which GetInterval caps at conntrack-gc-max-interval.
+        # Up to v1.18.1 the cached interval stays 12 h (calculateInterval writes it uncapped); from v1.18.2 the
+        # GC loop caches the capped one.
         initial, drifted = CONNTRACK_GC_MAX_LRU_INTERVAL, True
         sleeps = min(initial, max_interval) if max_interval else initial
+        if cache is IntervalCache.CAPPED and max_interval:
+            initial = sleeps
         first_pass = DRIFTED_NEXT_PASS if sleeps == initial else sleeps / 2
     if fixed:
         initial = fixed

@@ -13,6 +13,7 @@ import simpy
 from ctsim.core.defaults import CT_TIMEOUT_ANY, CT_TIMEOUT_TCP_FIN
 from ctsim.core.gc_interval import GCPolicy
 from ctsim.core.projection import FamilyWalk, Projection
+from ctsim.core.releases import IntervalCache, rules
 from ctsim.inputs.scenario import MapInputs, Scenario
 from ctsim.sim.clock import advance, process_after, start_processes
 from ctsim.sim.connections import TICK_SECONDS, ConnectionChurn
@@ -76,7 +77,10 @@ class Model:
         self.entries_at_start = {f.name: tuple(m.present for m in f.maps) for f in families}
         self.gc = GCHistory()
         policy = GCPolicy(
-            fixed_interval=s.gc_interval, max_interval=s.gc_max_interval, cached_interval=s.gc_initial_interval
+            fixed_interval=s.gc_interval,
+            max_interval=s.gc_max_interval,
+            cached_interval=s.gc_initial_interval,
+            capped_cache=rules(s.release).interval_cache is IntervalCache.CAPPED,
         )
         # One family: its walk is the pass (the same steps, one generator fewer on every pass).
         walk_pass = partial(walk, self.node, family, collect_garbage=True) if len(families) == 1 else self._gc_pass
