@@ -235,29 +235,38 @@ class BPFMap:
             yield nxt.raw
 
     # Batches: Cilium 1.18's walk, and how we fill maps quickly.
-    def lookup_batch(self, batch_size: int = 4096) -> Iterator[int]:
+    def lookup_batch(self, batch_size: int = 4096, grow: int = 0) -> Iterator[int]:
         """``BPF_MAP_LOOKUP_BATCH`` over the whole map; yields each batch's count.
 
-        Memory stays bounded by one batch of keys and values.
+        Memory stays bounded by one batch of keys and values. ``grow``: on
+        ``ENOSPC`` (a bucket holds more than a batch) double the batch and try
+        again, up to that many times a batch, as Cilium's ``BatchIterator``
+        does (``defaultBatchedRetries = 3``).
         """
-        keys = ctypes.create_string_buffer(self.key_size * batch_size)
-        values = ctypes.create_string_buffer(self.value_size * batch_size)
         token_in = ctypes.create_string_buffer(max(self.key_size, 8))
         token_out = ctypes.create_string_buffer(max(self.key_size, 8))
-        attr = _BatchAttr(
-            out_batch=ctypes.addressof(token_out),
-            keys=ctypes.addressof(keys),
-            values=ctypes.addressof(values),
-            map_fd=self.fd,
-        )
-        first = True
+        attr = _BatchAttr(out_batch=ctypes.addressof(token_out), map_fd=self.fd)
+
+        def buffers(size: int) -> tuple[ctypes.Array[ctypes.c_char], ctypes.Array[ctypes.c_char]]:
+            keys = ctypes.create_string_buffer(self.key_size * size)
+            values = ctypes.create_string_buffer(self.value_size * size)
+            attr.keys, attr.values = ctypes.addressof(keys), ctypes.addressof(values)
+            return keys, values
+
+        held = [buffers(batch_size)]  # the buffers the kernel writes into: alive while attr points at them
+        first, tries = True, 0
         while True:
             attr.in_batch = 0 if first else ctypes.addressof(token_in)
             attr.count = batch_size
             ret = _syscall(_NR_BPF, BPF_MAP_LOOKUP_BATCH, ctypes.byref(attr), ctypes.sizeof(attr))
             err = ctypes.get_errno() if ret < 0 else 0
+            if err == errno.ENOSPC and tries < grow:
+                batch_size, tries = batch_size * 2, tries + 1
+                held[0] = buffers(batch_size)
+                continue
             if ret < 0 and err != errno.ENOENT:
                 raise BPFError(err, f"bpf(BPF_MAP_LOOKUP_BATCH): {os.strerror(err)}")
+            tries = 0
             if attr.count:
                 yield attr.count
             if err == errno.ENOENT:

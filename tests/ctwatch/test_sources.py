@@ -321,3 +321,50 @@ def test_a_new_source_with_a_flag_that_feeds_the_projection_is_one_registration(
     assert "Traceback" not in bad.stderr
     off_too = samples(run("--once", "--no-collector.throwaway", "--throwaway.entries", "lots", *off).stdout)
     assert ("ctwatch_source_up", (("source", "throwaway"),)) not in off_too  # an off source's flag is not read
+
+
+def _agent_page(version: str) -> str:
+    return (
+        "# TYPE cilium_version gauge\n"
+        f'cilium_version{{arch="amd64",revision="abc",version="{version}"}} 1\n'
+        "# TYPE cilium_datapath_conntrack_gc_interval_seconds gauge\n"
+        'cilium_datapath_conntrack_gc_interval_seconds{global="global"} 300\n'
+    )
+
+
+def test_the_walk_is_timed_as_the_nodes_agent_walks_it() -> None:
+    """The same pinned map, an agent saying 1.16.5 then 1.20.2: sampled per entry, then in the agent's batches.
+
+    On 1.16 the projection is get_next_key + lookup per entry; on 1.18 and later it is BPF_MAP_LOOKUP_BATCH in
+    Cilium's chunks, the buckets between entries included: several times cheaper on the same kernel.
+    """
+    page = {"text": _agent_page("1.16.5")}
+
+    def respond(handler):  # type: ignore[no-untyped-def]
+        serve_text(page["text"])(handler)
+
+    projected = {}
+    with bpffs() as root, http_server(respond) as url:
+        pin_ct_map(root, "cilium_ct4_global", entries=200_000, max_entries=262_144)
+        for version in ("1.16.5", "1.20.2"):
+            page["text"] = _agent_page(version)
+            config = Config(bpffs=str(root), metrics_url=url, bpf_sample_budget_s=0.02, once=True,
+                            toggles={"nf_conntrack": False})  # fmt: skip
+            (v4,) = Watcher(config, Assessor(Thresholds(), 213_000.0)).collect().families
+            assert (v4.rate_source, v4.release) == ("measured", f"v{version}")
+            projected[version] = (v4.walk, v4.walk_seconds)
+    assert projected["1.16.5"][0] == "per-entry" and projected["1.20.2"][0] == "batched"
+    factor = projected["1.16.5"][1] / projected["1.20.2"][1]
+    assert factor > 3, projected  # the VM measured ~14x per entry (docs/calibration.md)
+
+
+def test_cilium_version_gives_the_walk_where_the_agents_metrics_are_off(tmp_path: Path) -> None:
+    with bpffs() as root:
+        pin_ct_map(root, "cilium_ct4_global", entries=20_000, max_entries=32_768)
+        p = ctwatch("--path.bpffs", str(root), "--no-collector.cilium_metrics", "--no-collector.nf_conntrack",
+                    "--cilium.version", "1.19.4")  # fmt: skip
+        bad = ctwatch("--path.bpffs", str(root), "--no-collector.cilium_metrics", "--cilium.version", "1.15")
+    assert p.returncode == 0, p.stderr
+    walk = (("family", "ipv4"), ("release", "v1.19.4"), ("walk", "batched"))
+    assert samples(p.stdout)[("ctwatch_walk_info", walk)] == 1
+    assert bad.returncode == 2 and "--cilium.version" in bad.stderr and bad.stderr.count("\n") == 1

@@ -57,6 +57,8 @@ class FamilyAssessment:
     level: Level
     rate_samples: int = 0  # measured samples behind ``rate`` (0: not measured)
     age_s: float = 0.0  # 0: from this cycle; else the last good projection, this old
+    walk: str = ""  # how ``rate`` was timed: per-entry or batched, as the agent walks ("": not measured)
+    release: str = ""  # the agent's release that walk follows ("": unknown)
 
     @property
     def level_rank(self) -> int:
@@ -86,6 +88,7 @@ class Assessor:
     hold_cycles: int = HOLD_CYCLES
     _history: dict[str, deque[tuple[float, int]]] = field(default_factory=dict)
     _rates: dict[str, deque[tuple[float, int]]] = field(default_factory=dict)  # (a cycle's rate, its samples)
+    _walks: dict[str, tuple[str, str]] = field(default_factory=dict)  # family -> (walk, release) of its window
     _levels: dict[str, tuple[Level, Level, int]] = field(default_factory=dict)  # reported, candidate, seen
     _last: dict[str, tuple[float, FamilyAssessment]] = field(default_factory=dict)
 
@@ -97,7 +100,8 @@ class Assessor:
                 continue
             counts, max_entries, source = picked
             rate, rate_source, samples = self._rate(family, results)
-            counted.append((FamilyWalk(family, counts, rate), max_entries, source, rate_source, samples))
+            walked = self._walks.get(family, ("", "")) if rate_source == "measured" else ("", "")
+            counted.append((FamilyWalk(family, counts, rate), max_entries, source, rate_source, samples, *walked))
         walks = [c[0] for c in counted]
         fresh = {c[0].family: self._project(now, walks, *c) for c in counted}
         for family, assessment in fresh.items():
@@ -134,7 +138,11 @@ class Assessor:
         if self.pinned:
             return self.fallback_rate, self.fallback_rate_source, 0
         window = self._rates.setdefault(family, deque(maxlen=RATE_WINDOW))
-        window.extend((w.entries_per_s, w.samples) for w in readings_of(results, WalkRate) if w.family == family)
+        timed = [w for w in readings_of(results, WalkRate) if w.family == family]
+        if timed and self._walks.get(family) != (timed[-1].walk, timed[-1].release):
+            window.clear()  # the agent walks another way now (an upgrade): earlier samples timed the old walk
+            self._walks[family] = (timed[-1].walk, timed[-1].release)
+        window.extend((w.entries_per_s, w.samples) for w in timed)
         if window:
             fastest = sorted(rate for rate, _ in window)
             samples = sum(n for _, n in window)  # every sample behind it: --once's cycle takes a whole window
@@ -166,6 +174,8 @@ class Assessor:
         source: str,
         rate_source: str,
         rate_samples: int,
+        walk_kind: str = "",
+        release: str = "",
     ) -> FamilyAssessment:
         t = self.thresholds
         p = Projection(walks, t.burst, t.deadline_s, DEFAULT_REGENERATION, t.warning_ratio, t.critical_ratio)
@@ -192,6 +202,8 @@ class Assessor:
             seconds_until_deadline=_eta(history, limit),
             level=level,
             rate_samples=rate_samples,
+            walk=walk_kind,
+            release=release,
         )
 
 

@@ -153,12 +153,21 @@ def _families(snap: Snapshot) -> Iterator[Family]:
     rate = GaugeMetricFamily(
         "ctwatch_walk_rate_entries_per_second", "Entries per second one CT walk visits.", labels=["family", "source"]
     )
+    walks = InfoMetricFamily(
+        "ctwatch_walk",
+        "How the walk rate was timed: per-entry (get_next_key + lookup) or batched (BPF_MAP_LOOKUP_BATCH in the "
+        "agent's chunks, buckets included), as the agent's release walks.",
+        labels=["family"],
+    )
     gauges = [(GaugeMetricFamily(name, text, labels=["family"]), field) for name, text, field in FAMILY_GAUGES]
     for f in snap.families:
         rate.add_metric([f.family, f.rate_source], f.rate)
+        if f.walk:
+            walks.add_metric([f.family], {"walk": f.walk, "release": f.release})
         for gauge, field in gauges:
             gauge.add_metric([f.family], getattr(f, field))
     yield rate
+    yield walks
     yield from (gauge for gauge, _ in gauges)
 
 

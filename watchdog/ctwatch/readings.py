@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from ctsim.core.defaults import CT_MAPS, FAMILY_OF_MAP  # noqa: F401 - ctwatch's modules take both from here
+from ctsim.core.releases import Release
 
 R = TypeVar("R")
 
@@ -29,12 +30,22 @@ class MapReading:
 
 @dataclass(frozen=True)
 class WalkRate:
-    """One family's walk rate as timed this cycle: entries per CPU second."""
+    """One family's walk rate as timed this cycle: entries per CPU second, walked as the node's agent walks."""
 
     family: str
     entries_per_s: float
     samples: int = 1  # behind it (``--once``: a whole window)
     spread: float | None = None  # (fastest - slowest) / fastest of this cycle's samples; None: one sample
+    walk: str = "per-entry"  # ``WalkKind``: per-entry (get_next_key + lookup) or batched (LOOKUP_BATCH, buckets in)
+    release: str = ""  # the agent's release the walk follows ("": unknown, sampled per entry)
+
+
+@dataclass(frozen=True)
+class AgentRelease:
+    """The Cilium release the node's agent runs: ``cilium_version{version}``, or ``--cilium.version``."""
+
+    source: str
+    release: Release
 
 
 @dataclass(frozen=True)

@@ -11,14 +11,19 @@ not its CPU time, so the rate does not drop because other work ran.
 
 from __future__ import annotations
 
+import errno
+import math
 import os
 import time
 from dataclasses import dataclass, field
 
 from ctsim.core.defaults import CT_KEY_SIZES, CT_VALUE_SIZE
-from ctsim.kernel.bpf import BPFMap
+from ctsim.core.profiles import WalkKind
+from ctsim.core.releases import Release, parse_release, rules
+from ctsim.kernel.bpf import BPFError, BPFMap
 from ctwatch.collector import Collector, Cycle, Setting, register_collector
-from ctwatch.readings import CT_MAPS, MapReading, Pressure, SourceResult, WalkRate, readings_of
+from ctwatch.logs import log_event
+from ctwatch.readings import CT_MAPS, AgentRelease, MapReading, Pressure, SourceResult, WalkRate, readings_of
 
 NAME = "bpf"
 
@@ -46,6 +51,8 @@ class BPFSource:
     _cache: dict[str, _Cached] = field(default_factory=dict)
     spread: dict[str, float] = field(default_factory=dict)  # family -> (fastest - second fastest) / fastest, this cycle
     samples: dict[str, int] = field(default_factory=dict)  # family -> walk-rate samples taken this cycle
+    batched: bool = False  # time the walk as 1.18+ agents do it: BPF_MAP_LOOKUP_BATCH in their chunks
+    batch_unsupported: bool = False  # this kernel refused a batch lookup: sampled per entry, as 1.18 falls back
 
     def path(self, name: str) -> str:
         return os.path.join(self.bpffs, "tc", "globals", name)
@@ -78,7 +85,9 @@ class BPFSource:
                     entries = None if name in skip_count else self._count(name, m, now)
                     readings.append(MapReading(NAME, family, name, entries, m.max_entries))
                     if family not in rates and self.sample_budget_s > 0:
-                        samples = sorted(r for _ in range(self.samples_per_cycle) if (r := self._sample_rate(m)))
+                        sample = self._sample_batched if self.batched and not self.batch_unsupported else None
+                        sample = sample or self._sample_rate
+                        samples = sorted(r for _ in range(self.samples_per_cycle) if (r := sample(m)))
                         if samples:  # the assessor's rule within the cycle: the second fastest
                             rates[family] = samples[-2] if len(samples) > 1 else samples[0]
                             self.samples[family] = len(samples)
@@ -115,6 +124,36 @@ class BPFSource:
         cpu = time.thread_time() - cpu_start
         return walked / cpu if walked >= 256 and cpu > 0 else None
 
+    def _sample_batched(self, m: BPFMap) -> float | None:
+        """Entries per CPU second of ``BPF_MAP_LOOKUP_BATCH`` in the agent's chunks, buckets included.
+
+        The chunk is Cilium's (``2^ceil(log2(sqrt(2 x max_entries)))``, doubled
+        on ENOSPC up to 3 times: cilium-releases.md §2.4). A batch visits every
+        bucket it passes, full or not, so the time per entry found carries the
+        empty buckets between entries: on a map whose entries spread over its
+        buckets, entries / this rate is the whole walk. A walk that ends within
+        the budget is the whole map, timed exactly.
+        """
+        chunk = 1 << math.ceil(math.log2(math.sqrt(2 * m.max_entries)))
+        walked, complete = 0, True
+        cpu_start, wall_start = time.thread_time(), time.perf_counter()
+        wall_limit = wall_start + 10 * self.sample_budget_s
+        try:
+            for n in m.lookup_batch(chunk, grow=3):
+                walked += n
+                if time.thread_time() - cpu_start >= self.sample_budget_s or time.perf_counter() >= wall_limit:
+                    complete = False
+                    break
+        except BPFError as exc:
+            if exc.errno not in (errno.EINVAL, errno.EOPNOTSUPP, 524):  # 524: the kernel's ENOTSUPP
+                raise
+            self.batch_unsupported = True
+            return self._sample_rate(m)
+        cpu = time.thread_time() - cpu_start
+        if walked == 0 or cpu <= 0 or (walked < 256 and not complete):
+            return None
+        return walked / cpu
+
 
 def _collect(cycle: Cycle, result: SourceResult) -> None:
     """Counts only the maps whose pressure a source already gave this cycle: no O(n) count where one has it."""
@@ -128,11 +167,19 @@ def _collect(cycle: Cycle, result: SourceResult) -> None:
             cfg["bpffs"], sample_budget_s=cfg["bpf_sample_budget_s"], samples_per_cycle=RATE_WINDOW if cfg.once else 1
         )
     known = frozenset(p.map for p in readings_of(cycle.results, Pressure))
+    release = cfg["cilium_version"] or next((r.release for r in readings_of(cycle.results, AgentRelease)), None)
+    source.batched = release is not None and rules(release).batched_walk
+    unsupported = source.batch_unsupported
     readings, rates = source.collect(cycle.clock(), skip_count=known)
+    if source.batch_unsupported and not unsupported and release is not None:
+        starts = "does not start" if rules(release).batch_lookup_required else "falls back to per-entry walks"
+        log_event("no BPF_MAP_LOOKUP_BATCH on this kernel", level="warn", release=str(release), agent=starts)
+    walk = WalkKind.BATCHED if source.batched and not source.batch_unsupported else WalkKind.PER_ENTRY
+    said = str(release) if release is not None else ""
     result.readings = [
         *readings,
         *(
-            WalkRate(family, rate, source.samples.get(family, 1), source.spread.get(family))
+            WalkRate(family, rate, source.samples.get(family, 1), source.spread.get(family), walk, said)
             for family, rate in rates.items()
         ),
     ]
@@ -144,7 +191,16 @@ def _sample_budget(text: str) -> float:
     return parse_duration(text, "--bpf.sample-budget", allow_zero=True, maximum=1.0)
 
 
+def _release(text: str) -> Release:
+    return parse_release(text, "--cilium.version")
+
+
 SETTINGS = (
+    Setting(
+        "cilium_version", None, "--cilium.version", "VERSION",
+        "The agent's Cilium release where its metrics are off (1.20.2, 1.18): from 1.18 the walk is timed as the "
+        "agent walks, in batches (default: cilium_version from the agent's metrics; else per entry).", "", _release,
+    ),
     Setting(
         "bpffs", "/sys/fs/bpf", "--path.bpffs", "PATH", "bpffs mountpoint (Cilium pins under tc/globals/).",
         "/sys/fs/bpf", str,

@@ -7,6 +7,7 @@ entry count for free. The GC interval metric exists from 1.18 on (v1.18.0-pre.1)
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
 import urllib.parse
@@ -17,8 +18,9 @@ from typing import TYPE_CHECKING
 from ctsim.core.bounds import check
 from ctsim.core.defaults import CILIUM_PRESSURE_MAPS
 from ctsim.core.errors import InputError
+from ctsim.core.releases import Release, parse_release
 from ctwatch.collector import Collector, Cycle, Setting, register_collector
-from ctwatch.readings import Pressure, SourceResult
+from ctwatch.readings import AgentRelease, Pressure, SourceResult
 
 if TYPE_CHECKING:
     import urllib.request
@@ -111,13 +113,14 @@ def fetch(url: str, timeout_s: float) -> str:
     return body.decode("utf-8", errors="strict")
 
 
-def parse(page: str) -> tuple[dict[str, float], AgentGC | None]:
-    """(pressure by pinned map name, the GC's series where the page has any)."""
+def parse(page: str) -> tuple[dict[str, float], AgentGC | None, Release | None]:
+    """(pressure by pinned map name, the GC's series where the page has any, the agent's release)."""
     from prometheus_client.parser import text_string_to_metric_families
 
     pressure: dict[str, float] = {}
     gc: dict[str, float] = {}
     implausible: list[str] = []
+    release: Release | None = None
     try:
         families = list(text_string_to_metric_families(page))
     except Exception as exc:  # the parser raises several types on garbage
@@ -137,11 +140,14 @@ def parse(page: str) -> tuple[dict[str, float], AgentGC | None]:
                 gc["runs"] = gc.get("runs", 0.0) + float(sample.value)
             elif sample.name == "cilium_datapath_conntrack_gc_entries" and sample.labels.get("status") == "alive":
                 gc["alive_entries"] = gc.get("alive_entries", 0.0) + float(sample.value)
+            elif sample.name == "cilium_version":
+                with contextlib.suppress(InputError):  # a version we cannot read is no version
+                    release = parse_release(sample.labels.get("version", "").split("-")[0])  # 1.18.0-rc.1: 1.18.0
     if implausible and not pressure:  # what the page says of the CT maps cannot be: the source is down, and why
         raise BadMetrics("; ".join(implausible))
-    if not pressure and not gc:
-        raise BadMetrics("no cilium_bpf_map_pressure or conntrack GC metrics on the page")
-    return pressure, AgentGC(**gc) if gc else None
+    if not pressure and not gc and release is None:
+        raise BadMetrics("no cilium_bpf_map_pressure, conntrack GC metrics or cilium_version on the page")
+    return pressure, AgentGC(**gc) if gc else None, release
 
 
 def _plausible(sample: object, kind: str, implausible: list[str]) -> bool:
@@ -155,13 +161,15 @@ def _plausible(sample: object, kind: str, implausible: list[str]) -> bool:
     return False
 
 
-def collect(url: str, timeout_s: float) -> tuple[dict[str, float], AgentGC | None]:
+def collect(url: str, timeout_s: float) -> tuple[dict[str, float], AgentGC | None, Release | None]:
     return parse(fetch(url, timeout_s))
 
 
 def _collect(cycle: Cycle, result: SourceResult) -> None:
-    pressure, gc = collect(cycle.config["metrics_url"], cycle.config["metrics_timeout_s"])
+    pressure, gc, release = collect(cycle.config["metrics_url"], cycle.config["metrics_timeout_s"])
     result.readings = [*(Pressure(NAME, name, ratio) for name, ratio in pressure.items()), *([gc] if gc else [])]
+    if release is not None:
+        result.readings.append(AgentRelease(NAME, release))
 
 
 def _expose(result: SourceResult) -> Iterator[GaugeMetricFamily]:
