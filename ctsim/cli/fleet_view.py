@@ -102,6 +102,13 @@ COLUMNS: tuple[Column, ...] = (
     Column("node", lambda i, r: r.node, "node", lambda i, r: r.node),
     Column("level", lambda i, r: r.level, "level", lambda i, r: r.level),
     Column("sources", lambda i, r: " ".join(r.sources)),
+    Column(
+        "release",
+        lambda i, r: str(r.release) if r.release is not None else None,
+        "release",
+        lambda i, r: str(r.release) if r.release is not None else "—",
+        table="wide",
+    ),
     Column(None, None, "entries", lambda i, r: _fill(r), table="narrow"),
     Column(
         "entries",

@@ -12,6 +12,8 @@ from dataclasses import replace
 from ctsim.core.defaults import CT_MAPS
 from ctsim.core.errors import InputError, shorten
 from ctsim.core.origin import Origin
+from ctsim.core.profiles import DEFAULT_PROFILE
+from ctsim.core.releases import Release
 from ctsim.fleet.prometheus import Client, Transport
 from ctsim.fleet.risk import Assumptions, NodeRisk, assess
 from ctsim.fleet.series import MEAN_PROCESSING_SERIES, Query, read_fleet
@@ -36,9 +38,10 @@ _ORIGIN_OF = {
     "deadline": "deadline",
     "regeneration": "regeneration",
     "create_mean_processing": "limiter",
+    "cilium_version": "release",
 }
 _FLOATS = ("rate", "deadline", "regeneration", "create_mean_processing")  # Given's float fields among the live
-Live = dict[str, tuple[float | int, Origin]]  # Given's field -> (the value a series gives, that series)
+Live = dict[str, tuple[float | int | Release, Origin]]  # Given's field -> (the value a series gives, that series)
 
 
 def node_inputs(risk: NodeRisk) -> Live:
@@ -65,6 +68,8 @@ def node_inputs(risk: NodeRisk) -> Live:
         out["deadline"] = (float(risk.deadline), risk.deadline_source)
     if risk.regeneration_source.is_series:
         out["regeneration"] = (risk.regeneration, risk.regeneration_source)
+    if risk.release is not None:
+        out["cilium_version"] = (risk.release, risk.release_source)
     mean = risk.limiter.get("mean_processing_s")
     if mean is not None and mean > 0:  # 0: no create processed since the agent started (a fresh limiter)
         out["create_mean_processing"] = (mean, Origin.of_series(MEAN_PROCESSING_SERIES))
@@ -81,9 +86,11 @@ def uncounted(risk: NodeRisk) -> list[str]:
     return [tcp] if any_ in risk.maps and tcp not in risk.maps else []
 
 
-def shown(field: str, value: float | int) -> str:
+def shown(field: str, value: float | int | Release) -> str:
     """A live value as the flag a user would type for it (a row's ``ctsim run`` line, plan's ``live``)."""
-    return flag_text(field, int(value) if field not in _FLOATS else value)
+    if isinstance(value, Release) or field in _FLOATS:
+        return flag_text(field, value)
+    return flag_text(field, int(value))
 
 
 def with_live(given: Given, live: Live, node: str) -> Given:
@@ -154,6 +161,8 @@ def from_prometheus(
     wanted = _COUNTS.keys() | {"max_entries", "any_max_entries", "ipv6_max_entries", "rate", "deadline", "regeneration"}
     if given.agent_state is AgentState.WARM:  # a fresh agent's limiter starts at its defaults, whatever it was
         wanted |= {"create_mean_processing"}
+    if given.profile == DEFAULT_PROFILE:  # a --profile given names the release line: the node's is not taken
+        wanted |= {"cilium_version"}
     wanted = {k for k in wanted if getattr(given, k) is None}
     used = live_inputs(wanted, url, node, node_label, transport, given.profile, given.calibration, at)
     if "ipv6_any_entries" in used and "ipv6_entries" not in used and given.ipv6_entries is None:

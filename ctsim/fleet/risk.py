@@ -16,7 +16,7 @@ from typing import Any
 
 from ctsim.core.defaults import CLIENT_TIMEOUT, CT_MAPS, DEFAULT_REGENERATION, ENDPOINT_CREATE, FAMILY_OF_MAP
 from ctsim.core.origin import NONE, Origin
-from ctsim.core.profiles import Profile
+from ctsim.core.profiles import Profile, profile_for
 from ctsim.core.projection import (
     FamilyWalk,
     Level,
@@ -24,6 +24,7 @@ from ctsim.core.projection import (
     seconds_until,
 )
 from ctsim.core.rate import LimiterCore
+from ctsim.core.releases import Release, played, rules
 from ctsim.fleet.series import REGENERATION_SERIES, CTCleanWaits, NodeFacts
 
 MODEL_REGENERATION = Origin.default("the model's assumption")
@@ -111,6 +112,8 @@ class NodeRisk:
     seconds_until_deadline: float | None = None
     gc_interval: float | None = None
     gc_interval_source: str = ""
+    release: Release | None = None  # the node's Cilium release as played (None: none read; the fleet's --profile)
+    release_source: Origin = NONE
     observed_gc_seconds: dict[str, float] = field(default_factory=dict)
     observed_ct_clean: CTCleanWaits | None = None
     ctwatch_level: Level | None = None
@@ -126,6 +129,7 @@ class NodeRisk:
         d: dict[str, Any] = {
             k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in self.__dict__.items()
         }
+        d["release"] = str(self.release) if self.release is not None else None
         d["maps"] = {name: asdict(m) for name, m in self.maps.items()}
         d["walk_rate"] = {family: asdict(w) for family, w in self.walk_rate.items()}
         d["simulated"] = self.simulated.to_dict() if self.simulated is not None else None
@@ -238,6 +242,18 @@ def assess(facts: NodeFacts, a: Assumptions) -> NodeRisk:
         observed_ct_clean=facts.observed_ct_clean,
         ctwatch_level=Level.of_rank(facts.ctwatch_level) if facts.ctwatch_level is not None else None,
     )
+    profile, zero = a.profile, ""
+    if facts.release is not None:  # the node's own release walks as it walks, whatever the fleet's --profile
+        release, note = played(facts.release)
+        profile = profile_for(release.line)
+        risk.release, risk.release_source = release, Origin.of_series(facts.release_series)
+        if note:
+            risk.flags.append(note)
+        if rules(release).gc_duration_reads_zero and not facts.observed_gc:
+            zero = (
+                f"no GC duration: {release} observes 0 s for every batched pass "
+                "(cilium_datapath_conntrack_gc_duration_seconds, fixed in 1.20.0)"
+            )
     if facts.down:
         risk.flags.append("ctwatch sources down: " + ", ".join(sorted(set(facts.down))))
     risk.flags.extend(facts.implausible)
@@ -248,6 +264,7 @@ def assess(facts: NodeFacts, a: Assumptions) -> NodeRisk:
                 "no CT map count in any series (neither ctwatch_entries, cilium_bpf_map_pressure "
                 "nor cilium_datapath_conntrack_gc_entries)"
             )
+        risk.unknown.extend([zero] if zero else [])
         return risk
     walks = []
     for family, (counts, caps) in per_family.items():
@@ -258,9 +275,9 @@ def assess(facts: NodeFacts, a: Assumptions) -> NodeRisk:
         elif a.rate is not None:
             rate, source, buckets, short = a.rate, a.rate_source, a.bucket_seconds, a.rate_short
         else:
-            rate, buckets = a.profile.walk_rate, a.profile.bucket_seconds
-            source = Origin.published(f"profile {a.profile.name}")
-            short = a.profile.name
+            rate, buckets = profile.walk_rate, profile.bucket_seconds
+            source = Origin.published(f"profile {profile.name}")
+            short = profile.name
         walk = FamilyWalk(family, counts, rate, caps if buckets else (), buckets)
         walks.append(walk)
         risk.walk_rate[family] = FamilyRate(rate, source, short)
@@ -270,6 +287,7 @@ def assess(facts: NodeFacts, a: Assumptions) -> NodeRisk:
     risk.safe_burst, risk.level, risk.max_entries_for_burst = p.safe_burst, p.level, p.max_entries_for_burst
     growth = risk.growth_per_hour / 3600 if risk.growth_per_hour is not None else None
     risk.seconds_until_deadline = seconds_until(p.entries, p.max_entries_for_burst, growth)
+    risk.unknown.extend([zero] if zero else [])
     _compare(risk)
     return risk
 

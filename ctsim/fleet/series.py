@@ -13,6 +13,7 @@ the same value are one node.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import re
 import time
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field
 from ctsim.core.bounds import check
 from ctsim.core.defaults import CILIUM_PRESSURE_MAPS, CT_MAPS, FAMILY_OF_MAP
 from ctsim.core.errors import InputError
+from ctsim.core.releases import Release, parse_release
 from ctsim.fleet.prometheus import Client, Sample
 
 OBSERVED_WINDOW = "1d"  # how far back Cilium's own durations are averaged: GC passes can be 12h apart
@@ -109,6 +111,8 @@ class NodeFacts:
     regeneration: float | None = None  # mean regeneration time less its CT-clean wait, over the observed window
     limiter: dict[str, float] = field(default_factory=dict)  # endpoint-create's limiter now: LIMITER's keys
     sources: set[str] = field(default_factory=set)  # "ctwatch", "cilium"
+    release: Release | None = None  # the agent's Cilium release, from cilium_version{version}
+    release_series: str = ""
     down: list[str] = field(default_factory=list)  # ctwatch sources that did not answer
     implausible: list[str] = field(default_factory=list)  # series out of the bounds of the flag they stand for
 
@@ -213,6 +217,7 @@ def queries(q: Query) -> dict[str, str]:
             f"/ sum {q.by()} (increase({total_count}[{w}])) >= 0"
         ),
         "limiter": limiter,
+        "version": q.of("cilium_version"),
         # The limiter's refusals over the day (Wait's max-wait outcomes, answered 429: pkg/rate/api_limiter.go)
         "refused": f"sum {q.by()} (increase({q.of('cilium_api_limiter_processed_requests_total', REFUSED)}[{w}]))",
     }
@@ -405,6 +410,12 @@ def _cilium(each: Each) -> None:
             # To the millisecond: two reads a moment apart (a fleet row, then run --from-prometheus) see this
             # windowed mean move in its last digits; so rounded, both model the same figure.
             facts.regeneration = round(s.value, 3)
+    for facts, s in each("version"):  # a version ctsim cannot read (1.15, a dev build) is no release
+        with contextlib.suppress(InputError):
+            version = s.labels.get("version", "")
+            facts.release = parse_release(version.split("-")[0])  # 1.18.0-rc.1: 1.18.0
+            facts.release_series = f'cilium_version{{version="{version}"}}'
+            facts.sources.add("cilium")
     for facts, s in each("refused"):
         if _finite(s.value) and s.value >= 0:
             facts.limiter["refused_over_window"] = s.value

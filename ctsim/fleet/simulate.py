@@ -14,6 +14,7 @@ from typing import Any
 from ctsim.capacity.pool import run_all
 from ctsim.capacity.replications import seeds, summary
 from ctsim.capacity.sweep import Point, command, run_point
+from ctsim.core.profiles import profile_for
 from ctsim.fleet.live import node_inputs, shown, uncounted
 from ctsim.fleet.risk import NodeRisk, Simulated
 from ctsim.inputs.given import Given
@@ -25,6 +26,9 @@ def node_point(risk: NodeRisk, base: Given, base_flags: dict[str, Any]) -> Point
     live = node_inputs(risk)
     given = replace(base, **{k: v for k, (v, _) in live.items()}, pods=risk.pods)
     flags = {**base_flags, **{k: shown(k, v) for k, (v, _) in live.items()}, "pods": str(risk.pods)}
+    if risk.release is not None:  # the node's release line, whatever the fleet's --profile for other nodes
+        line = profile_for(risk.release.line).name  # risk.release is the release played
+        given, flags = replace(given, profile=line), {**flags, "profile": line}
     return Point(given, flags)
 
 

@@ -53,6 +53,7 @@ class Node:
     pressure: bool = True  # Cilium exports CT map pressure
     capacity: bool = False  # Cilium exports cilium_bpf_map_capacity (1.15 on)
     gc_entries: bool = False  # Cilium exports cilium_datapath_conntrack_gc_entries (a GC pass completed)
+    version: str | None = None  # cilium_version{version}: the agent's release
 
     def entries(self, name: str, now: float) -> int:
         e, cap = self.maps[name]
@@ -112,6 +113,10 @@ class _Cilium(Collector):
             yield g
         if n.gc_interval is not None:
             yield GaugeMetricFamily("cilium_datapath_conntrack_gc_interval_seconds", "GC interval", value=n.gc_interval)
+        if n.version is not None:
+            v = GaugeMetricFamily("cilium_version", "Cilium version", labels=["arch", "revision", "version"])
+            v.add_metric(["amd64", "0123abcd", n.version], 1.0)
+            yield v
         passes = (now - T0 + 3600.0) / 60.0  # a pass a minute, so increase() over any window sees some
         gc = HistogramMetricFamily(
             "cilium_datapath_conntrack_gc_duration_seconds", "GC duration", labels=["family", "protocol", "status"]
