@@ -260,6 +260,22 @@ SCENARIO_FLAGS: dict[str, tuple[Any, Any]] = {
         None,
     ),
     "calibration": _GROUPED["calibration"],
+    "api_rate_limit": (
+        Annotated[
+            Str,
+            _opt(
+                "The agent's --api-rate-limit, in Cilium's syntax: endpoint-create=rate-limit:2/s,rate-burst:16,"
+                "parallel-requests:8 (several API calls as Cilium separates them; default: v1.16.5's limiters, "
+                "unchanged to 1.20).",
+                "CONFIG",
+            ),
+        ],
+        None,
+    ),
+    "enable_api_rate_limit": (
+        Annotated[Str, _opt("The agent's --enable-api-rate-limit: false turns every API limiter off.", "BOOL")],
+        None,
+    ),
 }
 
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from ctsim.cli.term import Terminal
 from ctsim.core.quantity import format_count, format_duration
+from ctsim.core.rate import APILimiterParameters
 from ctsim.sim.model import STORM_SETTLE
 from ctsim.sim.result import STALL, Result, Verdict, percentile
 
@@ -130,7 +131,9 @@ def render(r: Result, console: Terminal | None = None, mitigations: list[Mitigat
     inputs: list[tuple[str, str]] = []
     inputs.append(("preset / release", f"{s.preset} / Cilium {s.release} ({s.cores} cores){why('release', 'cores')}"))
     inputs.append(("agent", _agent_line(s.agent_state)))
-    if s.agent_state == "warm":
+    if s.endpoint_create == APILimiterParameters():
+        inputs.append(("endpoint-create", f"no limiter: every create goes through at once{why('limiter')}"))
+    elif s.agent_state == "warm":
         lim = d["limiter"]["start"]
         inputs.append(
             (

@@ -15,6 +15,7 @@ import enum
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 
+from ctsim.core.api_rate_limit import APIRateLimits, go_bool, parse_api_rate_limit
 from ctsim.core.bounds import (  # the ceilings of what a run may ask for (docs/model.md, "Limits")
     MAX_CORES,
     MAX_DEADLINE,
@@ -78,6 +79,8 @@ class Given:
     seed: int = 1
     calibration: Calibration | None = None
     cilium_version: Release | None = None  # None: the profile's release
+    api_rate_limit: APIRateLimits | None = None  # --api-rate-limit over v1.16.5's defaults
+    enable_api_rate_limit: bool | None = None  # --enable-api-rate-limit; None: true, Cilium's default
     # When each pod reached CNI ADD, in seconds from t=0 (``ctsim backtest``: the pods as the node saw them come);
     # empty: ``pods`` pods within kubelet's start spread. Not a flag.
     arrivals: tuple[float, ...] = ()
@@ -126,6 +129,14 @@ def _calibration(text: str) -> Calibration:
     return load(text)
 
 
+def _go_bool(text: str) -> bool:
+    """``--enable-api-rate-limit`` as Cilium's flag reads it (``strconv.ParseBool``)."""
+    try:
+        return go_bool(text)
+    except ValueError:
+        raise InputError(f"--enable-api-rate-limit: true or false, got {text!r}") from None
+
+
 def _churn(flag: str) -> Callable[[str], ChurnSchedule]:
     return lambda text: parse_churn(text, flag)
 
@@ -136,6 +147,8 @@ PARSERS: dict[str, Callable[[str], object]] = {
     "preset": _preset,
     "profile": _profile,
     "cilium_version": parse_release,
+    "api_rate_limit": parse_api_rate_limit,
+    "enable_api_rate_limit": _go_bool,
     "pods": _count("--pods", minimum=1, maximum=MAX_PODS),
     "cores": _count("--cores", minimum=1, maximum=MAX_CORES),
     "seed": _count("--seed", maximum=MAX_SEED),
@@ -217,8 +230,10 @@ def flag_text(name: str, value: object) -> str:
         return str(value.value)
     if isinstance(value, Calibration):
         return value.path
-    if isinstance(value, Release):
+    if isinstance(value, Release | APIRateLimits):
         return str(value)
+    if isinstance(value, bool):
+        return str(value).lower()
     if isinstance(value, ChurnSchedule):
         if value.constant:
             return f"{_number(value.segments[0][0])}/s"

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import NamedTuple
 
+from ctsim.core.api_rate_limit import APIRateLimits
 from ctsim.core.calibration import walk_rate
 from ctsim.core.defaults import (
     CLIENT_TIMEOUT,
@@ -21,6 +22,7 @@ from ctsim.core.defaults import (
     DEFAULT_DYNAMIC_SIZE_RATIO,
     DEFAULT_REGENERATION,
     ENDPOINT_CREATE,
+    ENDPOINT_DELETE,
     LIMIT_TABLE_MAX,
     TEARDOWN_TIMEOUT,
 )
@@ -30,6 +32,7 @@ from ctsim.core.origin import Origin
 from ctsim.core.profiles import DEFAULT_PROFILE, Profile, get_profile, profile_for
 from ctsim.core.projection import FamilyWalk, scrub_seconds
 from ctsim.core.quantity import format_bytes, format_duration
+from ctsim.core.rate import APILimiterParameters
 from ctsim.core.releases import IntervalCache, Release, newest, played, rules
 from ctsim.core.sizing import ct_map_sizes
 from ctsim.inputs.churn import ChurnSchedule
@@ -97,6 +100,10 @@ class Scenario:
     horizon: float  # the run's end; with until_resolved, its cap
     seed: int
     bucket_seconds: float = 0.0  # a batched walk's cost per bucket of a map's capacity (0: per-entry walks)
+    # The agent's endpoint limiters (--api-rate-limit over v1.16.5's defaults; all zero: --enable-api-rate-limit
+    # false, as APILimiterSet.Wait then hands out a request that waits for nothing).
+    endpoint_create: APILimiterParameters = ENDPOINT_CREATE
+    endpoint_delete: APILimiterParameters = ENDPOINT_DELETE
     # meanProcessingDuration endpoint-create starts with: a warm agent's last creates (see _warm_limiter); 0: fresh
     create_mean_processing: float = 0.0
     until_resolved: bool = False  # no --horizon: the run ends when the burst is resolved (see ctsim.sim.model)
@@ -182,6 +189,11 @@ class Scenario:
                 ],
             }
         d["release"] = str(self.release)
+        if (self.endpoint_create, self.endpoint_delete) != (ENDPOINT_CREATE, ENDPOINT_DELETE):
+            d["api_rate_limit"] = {
+                "endpoint_create": self.endpoint_create._asdict(),
+                "endpoint_delete": self.endpoint_delete._asdict(),
+            }
         d["notes"] = list(self.notes)
         d["origins"] = dict(self.origins)
         if self.arrivals:
@@ -199,7 +211,7 @@ _JSON_ORDER = (
     "gc_first_pass", "gc_max_interval", "regeneration_seconds", "cores", "node_memory", "map_ratio", "horizon",
     "seed", "any_entries", "bucket_seconds", "ipv6_any_entries", "any_churn", "ipv6_churn", "ipv6_any_churn",
     "create_mean_processing", "until_resolved", "notes", "origins", "time_scale", "pod_start_spread", "arrivals",
-    "calibration",
+    "calibration", "api_rate_limit",
 )  # fmt: skip
 
 
@@ -312,7 +324,12 @@ def resolve(g: Given) -> Scenario:
         FamilyWalk(family, (tcp.entries, any_.entries), walk_rate_s, (tcp.max_entries, any_.max_entries), bucket_s)
         for family, (tcp, any_) in (("ipv4", maps[:2]), ("ipv6", maps[2:]))[: len(maps) // 2]
     ]
-    mean, origins["limiter"] = _warm_limiter(g.agent_state, walks, regen_s, deadline_s)
+    create, delete = _limiters(g, notes)
+    mean, origins["limiter"] = _warm_limiter(g.agent_state, walks, regen_s, deadline_s, create.mean_over)
+    if g.api_rate_limit is not None:
+        origins["limiter"] = origins["limiter"].amended(", with --api-rate-limit's parameters")
+    if g.enable_api_rate_limit is False:
+        mean, origins["limiter"] = 0.0, said("enable_api_rate_limit").amended(": --enable-api-rate-limit false")
     if g.create_mean_processing is not None:
         if g.agent_state is AgentState.FRESH:
             raise InputError("--create-mean-processing: a warm agent's limiter; --agent-state fresh starts at defaults")
@@ -343,6 +360,8 @@ def resolve(g: Given) -> Scenario:
         horizon=horizon_s,
         seed=g.seed,
         create_mean_processing=mean,
+        endpoint_create=create,
+        endpoint_delete=delete,
         until_resolved=g.horizon is None,
         notes=tuple(notes),
         origins=tuple(origins.items()),
@@ -541,8 +560,23 @@ def _release(g: Given, notes: list[str], said: Callable[[str], Origin]) -> tuple
     return release, prof, origin
 
 
+def _limiters(g: Given, notes: list[str]) -> tuple[APILimiterParameters, APILimiterParameters]:
+    """endpoint-create's and endpoint-delete's parameters: v1.16.5's defaults, --api-rate-limit's, or none."""
+    limits = g.api_rate_limit or APIRateLimits()
+    if limits.others:
+        notes.append(f"--api-rate-limit: {', '.join(limits.others)} read, and not modelled (only endpoint-create "
+                     "and endpoint-delete are)")  # fmt: skip
+    if limits.min_wait:
+        notes.append(f"--api-rate-limit: min-wait-duration of {', '.join(limits.min_wait)} read, and not played")
+    if g.enable_api_rate_limit is False:
+        if g.api_rate_limit is not None:
+            notes.append("--api-rate-limit has no effect: --enable-api-rate-limit false turns every limiter off")
+        return APILimiterParameters(), APILimiterParameters()  # Wait hands out a dummy request
+    return limits.endpoint_create, limits.endpoint_delete
+
+
 def _warm_limiter(
-    agent_state: AgentState, walks: list[FamilyWalk], regeneration: float, deadline: float
+    agent_state: AgentState, walks: list[FamilyWalk], regeneration: float, deadline: float, mean_over: int
 ) -> tuple[float, Origin]:
     """endpoint-create's meanProcessingDuration at t=0, and how it was derived.
 
@@ -557,7 +591,7 @@ def _warm_limiter(
     mean = min(walk + regeneration, deadline)
     capped = " (capped at the deadline)" if walk + regeneration > deadline else ""
     return mean, Origin.derived(
-        f"AutoAdjust after the last {ENDPOINT_CREATE.mean_over} creates, each one scrub of this table "
+        f"AutoAdjust after the last {mean_over} creates, each one scrub of this table "
         f"plus the regeneration, {format_duration(mean)}{capped}"
     )
 

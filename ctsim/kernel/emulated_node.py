@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
 
-from ctsim.core.defaults import CT_KEY_SIZES, CT_VALUE_SIZE, ENDPOINT_CREATE, ENDPOINT_DELETE
+from ctsim.core.defaults import CT_KEY_SIZES, CT_VALUE_SIZE
 from ctsim.core.gc_interval import GCPolicy
 from ctsim.core.rate import Cancelled, TooManyRequests, scaled
 from ctsim.inputs.scenario import Scenario
@@ -130,8 +130,8 @@ class EmulatedNode:
             s.clock.horizon,
         )
         self.ct_lock = ThreadFIFOLock()
-        self.create = ThreadLimiter(clock, "endpoint-create", scaled(ENDPOINT_CREATE, k))
-        self.delete = ThreadLimiter(clock, "endpoint-delete", scaled(ENDPOINT_DELETE, k))
+        self.create = ThreadLimiter(clock, "endpoint-create", scaled(s.endpoint_create, k))
+        self.delete = ThreadLimiter(clock, "endpoint-delete", scaled(s.endpoint_delete, k))
         if s.agent_state == "warm":
             self.create.core.warm(s.create_mean_processing / k)
             self.delete.core.spend_skip_initial()

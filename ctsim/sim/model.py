@@ -70,6 +70,8 @@ class Model:
             teardown_seconds=s.clock.teardown,
             cores=s.cores,
             time_scale=k,
+            create_params=s.endpoint_create,
+            delete_params=s.endpoint_delete,
         )
         if s.agent_state == "warm":
             self.node.endpoint_create.core.warm(s.create_mean_processing / k)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import simpy
 
 from ctsim.core.defaults import ENDPOINT_CREATE, ENDPOINT_DELETE
-from ctsim.core.rate import scaled
+from ctsim.core.rate import APILimiterParameters, scaled
 from ctsim.sim.ctmap import CTMap
 from ctsim.sim.limiter import APILimiter
 from ctsim.sim.lock import FIFOLock, GlobalDeleteLock
@@ -63,6 +63,8 @@ class Node:
     cores: int
     time_scale: float = 1.0
     bucket_seconds: float = 0.0  # a batched walk visits every bucket of the map
+    create_params: APILimiterParameters = ENDPOINT_CREATE  # the agent's endpoint-create limiter (Scenario's)
+    delete_params: APILimiterParameters = ENDPOINT_DELETE
     counters: Counters = field(default_factory=Counters)
     endpoint_create: APILimiter = field(init=False)
     endpoint_delete: APILimiter = field(init=False)
@@ -77,6 +79,6 @@ class Node:
             self.all_ready.succeed()
 
     def __post_init__(self) -> None:
-        self.endpoint_create = APILimiter(self.env, "endpoint-create", scaled(ENDPOINT_CREATE, self.time_scale))
-        self.endpoint_delete = APILimiter(self.env, "endpoint-delete", scaled(ENDPOINT_DELETE, self.time_scale))
+        self.endpoint_create = APILimiter(self.env, "endpoint-create", scaled(self.create_params, self.time_scale))
+        self.endpoint_delete = APILimiter(self.env, "endpoint-delete", scaled(self.delete_params, self.time_scale))
         self.build_permits = FIFOLock(self.env, capacity=self.cores)  # buildEndpointSem

@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from ctsim.core.defaults import ENDPOINT_CREATE
 from ctsim.core.maptype import MapType
 from ctsim.core.projection import FamilyWalk, scrub_seconds
 from ctsim.core.rate import LimiterCore
@@ -98,7 +97,7 @@ def verdict(pods: list[Pod], passes: list[GCPass] | None = None, end: float = 0.
 
 def limiter_start(s: Scenario) -> dict[str, float]:
     """endpoint-create as the run starts it (``Scenario.create_mean_processing``; JSON ``limiter.start``)."""
-    core = LimiterCore("endpoint-create", ENDPOINT_CREATE)
+    core = LimiterCore("endpoint-create", s.endpoint_create)
     if s.agent_state == "warm":
         core.warm(s.create_mean_processing)
     return {
