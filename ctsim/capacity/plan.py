@@ -248,6 +248,63 @@ class Recommendation:
         }
 
 
+# endpoint-create settings plan tries, smallest first, where the limiter (not the scrub) binds a burst.
+LIMITER_LADDER = (
+    "endpoint-create=rate-limit:1/s,rate-burst:8,parallel-requests:8",
+    "endpoint-create=rate-limit:2/s,rate-burst:16,parallel-requests:8",
+    "endpoint-create=rate-limit:5/s,rate-burst:32,parallel-requests:16",
+    "endpoint-create=rate-limit:10/s,rate-burst:64,parallel-requests:32",
+    "endpoint-create=rate-limit:20/s,rate-burst:128,parallel-requests:64",
+)
+
+
+@dataclass(frozen=True)
+class BindingLimit:
+    """Which limit keeps the burst from being Ready at its first attempt: the scrub, the API limiter, or both.
+
+    The scrub binds where today's table's scrubs for the burst outlast the
+    deadline (its safe burst is below it); the limiter binds where the same
+    burst on an empty table is still not ok. Where only the limiter binds,
+    ``LIMITER_LADDER``'s first setting that makes the burst ok on today's
+    table is offered, simulated; None where none of them does.
+    """
+
+    scrub: bool
+    limiter: bool
+    empty_table: Outcome
+    setting: str | None = None  # --api-rate-limit's text
+    setting_outcome: Outcome | None = None
+    tried: bool = False  # the ladder was simulated (only where the scrubs fit)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "scrub": self.scrub,
+            "limiter": self.limiter,
+            "empty_table": self.empty_table.to_dict(),
+            "limiter_setting": self.setting,
+            "limiter_setting_outcome": self.setting_outcome.to_dict() if self.setting_outcome else None,
+            "no_limiter_setting_fits": self.limiter and self.setting is None,
+        }
+
+
+def binding_limit(facts: Facts, today: Scenario, safe_burst: int | None) -> BindingLimit:
+    """The burst on an empty table with today's limiter, and, where only the limiter binds, a setting that fits."""
+    from ctsim.core.api_rate_limit import parse_api_rate_limit
+
+    v6 = {"ipv6_entries": 0, "ipv6_any_entries": 0} if facts.dual_stack else {}
+    empty = Outcome.of(simulate(resolve(facts.variant(entries=0, any_entries=0, horizon=SEARCH_HORIZON, **v6))))
+    scrub = safe_burst is not None and safe_burst < today.pods
+    limiter = empty.verdict != Verdict.OK
+    if not limiter or scrub or facts.node.enable_api_rate_limit is False:
+        return BindingLimit(scrub, limiter, empty)
+    for text in LIMITER_LADDER:
+        tuned = facts.variant(api_rate_limit=parse_api_rate_limit(text), horizon=SEARCH_HORIZON)
+        outcome = Outcome.of(simulate(resolve(tuned)))
+        if outcome.verdict == Verdict.OK:
+            return BindingLimit(scrub, limiter, empty, text, outcome, tried=True)
+    return BindingLimit(scrub, limiter, empty, tried=True)
+
+
 @dataclass(frozen=True)
 class CapacityPlan:
     """``ctsim plan``'s answer: today's table, the table the churn leads to, and what helps."""
@@ -266,6 +323,7 @@ class CapacityPlan:
     smallest_collapsing_burst: int | None
     replications: int
     recommendations: tuple[Recommendation, ...]
+    binding: BindingLimit | None = None  # which limit binds today's burst
     live: dict[str, dict[str, str]] | None = field(default=None, compare=False)  # flags a live series stood for
 
     @property
@@ -296,6 +354,7 @@ class CapacityPlan:
                 "replications": self.replications,
             },
             "recommendations": [r.to_dict() for r in self.recommendations],
+            "binding_limit": self.binding.to_dict() if self.binding is not None else None,
         }
         if self.live:
             doc["live"] = self.live
@@ -371,4 +430,5 @@ def plan(facts: Facts) -> CapacityPlan:
         smallest_collapsing_burst=smallest_collapsing_burst(facts, adaptive, (peak_fits or 0) + 1),
         replications=facts.replications,
         recommendations=tuple(Recommendation(*c, helps=_helps(c[3], at_peak)) for c in candidates),
+        binding=binding_limit(facts, today, today_.safe_burst),
     )

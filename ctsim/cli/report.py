@@ -229,6 +229,11 @@ def render(r: Result, console: Terminal | None = None, mitigations: list[Mitigat
         f"Advice: this table fits {fits} within {format_duration(s.deadline)} "
         f"(scrubs of {r.walk_seconds:.1f} s queue on the CT lock); {keep}."
     )
+    if r.verdict != Verdict.OK and (a.safe_burst is None or a.safe_burst >= a.burst) and r.counters.add_429:
+        console.print(
+            f"The scrubs fit: the API limiter, not the table, binds this burst ({r.counters.add_429:,} HTTP 429); "
+            "`ctsim plan` on the same flags simulates a limiter setting that fits, where one does."
+        )
     if mitigations:
         from ctsim.capacity.mitigations import HORIZON, describe
 
@@ -266,6 +271,34 @@ def render_replications(summary: dict, seed: int, console: Terminal | None = Non
             spread.append(f"{label} p50 {show(m['p50'])}, p5–p95 {show(m['p5'])}–{show(m['p95'])}{ready}")
     if spread:
         console.print("Across them: " + "; ".join(spread) + ".")
+
+
+def _binding_line(plan: CapacityPlan) -> str:
+    """Which limit binds today's burst, the scrub or the API limiter, and the limiter setting that would fit."""
+    bl, n, deadline = plan.binding, plan.burst, format_duration(plan.today.deadline)
+    assert bl is not None
+    e = bl.empty_table
+    on_empty = (
+        f"on an empty table the {n}-pod burst is {e.verdict} (all Ready by "
+        f"{'—' if e.all_ready_s is None else format_duration(e.all_ready_s)}, {e.add_429:,} HTTP 429)"
+    )
+    if not bl.scrub and not bl.limiter:
+        return f"Which limit binds: neither; today's scrubs fit {deadline} and {on_empty}."
+    if bl.scrub and not bl.limiter:
+        return f"Which limit binds: the scrub ({on_empty}): shrink the table, not the limiter."
+    if bl.scrub:
+        return (
+            f"Which limit binds: both, the scrub and the API limiter ({on_empty}); no limiter setting fits while "
+            f"the scrubs outlast {deadline}."
+        )
+    if bl.setting is None or bl.setting_outcome is None:
+        return f"Which limit binds: the API limiter ({on_empty}); no setting plan tried fits (up to 20/s)."
+    o = bl.setting_outcome
+    ready = "—" if o.all_ready_s is None else format_duration(o.all_ready_s)
+    return (
+        f"Which limit binds: the API limiter ({on_empty}); --api-rate-limit '{bl.setting}' fits, simulated on "
+        f"today's table: {o.verdict}, all Ready by {ready}."
+    )
 
 
 def render_plan(plan: CapacityPlan, console: Terminal | None = None) -> None:
@@ -323,6 +356,8 @@ def render_plan(plan: CapacityPlan, console: Terminal | None = None) -> None:
         if collapse is None
         else f"The node collapses from a burst of {collapse} pods at the peak table{half}."
     )
+    if plan.binding is not None:
+        console.print(_binding_line(plan))
     console.print()
     console.print("Mitigations (each simulated at the table it leads to):")
     for rec in plan.recommendations:

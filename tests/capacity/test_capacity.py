@@ -106,3 +106,21 @@ def test_plan_answers_with_simulated_recommendations() -> None:
 def test_plan_bad_input_is_one_line() -> None:
     p = ctsim("plan", "--node-memory", "lots")
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1
+
+
+def test_plan_says_which_limit_binds_and_offers_a_limiter_setting_that_fits() -> None:
+    """200 pods on a 1,000-entry table: the scrubs fit, the limiter does not (even on an empty table); a setting
+    of the ladder fits, simulated. The incident's table: both bind, and no limiter setting can fit."""
+    from ctsim.capacity.plan import parse_facts, plan
+
+    limiter = plan(parse_facts(entries="1000", max_entries="1Mi", pods="200")).binding
+    assert limiter is not None and (limiter.scrub, limiter.limiter) == (False, True)
+    assert limiter.empty_table.verdict != "ok" and limiter.empty_table.add_429 > 0
+    assert limiter.setting is not None and limiter.setting_outcome is not None
+    assert limiter.setting_outcome.verdict == "ok"
+    both = plan(parse_facts(entries="16M", pods="50")).binding
+    assert both is not None and (both.scrub, both.limiter, both.setting, both.tried) == (True, True, None, False)
+    neither = plan(parse_facts(preset="standard", pods="10")).binding
+    assert neither is not None and (neither.scrub, neither.limiter) == (False, False)
+    off = plan(parse_facts(entries="1000", max_entries="1Mi", pods="200", enable_api_rate_limit="false")).binding
+    assert off is not None and not off.limiter and off.empty_table.verdict == "ok"
