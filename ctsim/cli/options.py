@@ -272,6 +272,18 @@ SCENARIO_FLAGS: dict[str, tuple[Any, Any]] = {
         ],
         None,
     ),
+    "create_limiter": (
+        Annotated[
+            Str,
+            _opt(
+                "endpoint-create as a warm agent reports it now (parallel-requests:3,rate-limit:0.02/s,rate-burst:3: "
+                "cilium_api_limiter_requests_in_flight and _rate_limit); default: AutoAdjust's reading of the mean "
+                "create (--create-mean-processing).",
+                "STATE",
+            ),
+        ],
+        None,
+    ),
     "enable_api_rate_limit": (
         Annotated[Str, _opt("The agent's --enable-api-rate-limit: false turns every API limiter off.", "BOOL")],
         None,

@@ -260,3 +260,35 @@ def _options(p: APILimiterParameters) -> str:
             f"max-adjustment-factor:{p.max_adjustment_factor!r}",
         ]
     )
+
+
+class LimiterState(NamedTuple):
+    """A warm limiter as its agent reports it now (``cilium_api_limiter_requests_in_flight{value="limit"}``,
+    ``cilium_api_limiter_rate_limit{value="limit"|"burst"}``): where AutoAdjust left it."""
+
+    parallel_requests: int
+    rate_limit: float
+    rate_burst: int
+
+    def __str__(self) -> str:
+        return (
+            f"parallel-requests:{self.parallel_requests},rate-limit:{self.rate_limit!r}/s,rate-burst:{self.rate_burst}"
+        )
+
+
+def parse_limiter_state(text: str, flag: str = "--create-limiter") -> LimiterState:
+    """``parallel-requests:3,rate-limit:0.02/s,rate-burst:3``: the three, in ``--api-rate-limit``'s option syntax."""
+    values: dict[str, object] = {}
+    for token in text.split(","):
+        key, sep, value = token.partition(":")
+        field = {"parallel-requests": "parallel_requests", "rate-limit": "rate_limit", "rate-burst": "rate_burst"}
+        if not sep or key.strip().lower() not in field:
+            raise InputError(f"{flag}: parallel-requests:N,rate-limit:R/s,rate-burst:B, got {text!r}")
+        name = key.strip().lower()
+        try:
+            values[field[name]] = parse_rate(value) if name == "rate-limit" else _uint(value)
+        except ValueError as exc:
+            raise InputError(f"{flag}: {name}: {exc}") from None
+    if len(values) != 3:
+        raise InputError(f"{flag}: give parallel-requests, rate-limit and rate-burst, got {text!r}")
+    return LimiterState(**values)  # type: ignore[arg-type]

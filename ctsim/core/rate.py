@@ -226,6 +226,13 @@ class LimiterCore:
         if self.params.auto_adjust and self.params.estimated_processing:
             self._adjust(now, self.mean_processing)
 
+    def set_state(self, parallel: int, limit: float, burst: int) -> None:
+        """Where the agent reports its limiter now (``cilium_api_limiter_*``): that parallelism, rate and burst,
+        the bucket full (idle since). A limiter without a rate keeps none."""
+        self._set_parallel(parallel)
+        if self.bucket is not None:
+            self.bucket.limit, self.bucket.burst, self.bucket.tokens = limit, burst, float(burst)
+
     def schedule(self, now: float) -> LimitedRequest:
         """``wait()``'s first step: count the request; the first few skip the limiter."""
         self.requests_scheduled += 1

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ctsim.core.api_rate_limit import LimiterState
 from ctsim.core.defaults import CT_MAPS
 from ctsim.core.errors import InputError, shorten
 from ctsim.core.origin import Origin
@@ -39,9 +40,15 @@ _ORIGIN_OF = {
     "regeneration": "regeneration",
     "create_mean_processing": "limiter",
     "cilium_version": "release",
+    "create_limiter": "limiter",
 }
+LIMITER_STATE_SERIES = (
+    'cilium_api_limiter_requests_in_flight{api_call="endpoint-create",value="limit"}, '
+    'cilium_api_limiter_rate_limit{api_call="endpoint-create",value="limit"|"burst"}'
+)
 _FLOATS = ("rate", "deadline", "regeneration", "create_mean_processing")  # Given's float fields among the live
-Live = dict[str, tuple[float | int | Release, Origin]]  # Given's field -> (the value a series gives, that series)
+# Given's field -> (the value a series gives, that series)
+Live = dict[str, tuple[float | int | Release | LimiterState, Origin]]
 
 
 def node_inputs(risk: NodeRisk) -> Live:
@@ -70,6 +77,13 @@ def node_inputs(risk: NodeRisk) -> Live:
         out["regeneration"] = (risk.regeneration, risk.regeneration_source)
     if risk.release is not None:
         out["cilium_version"] = (risk.release, risk.release_source)
+    state = [risk.limiter.get(k) for k in ("parallel_requests", "rate_limit", "rate_burst")]
+    if all(v is not None for v in state):  # where the agent reports where AutoAdjust left it
+        parallel, limit, burst = state
+        out["create_limiter"] = (
+            LimiterState(round(parallel or 0), float(limit or 0.0), round(burst or 0)),
+            Origin.of_series(LIMITER_STATE_SERIES),
+        )
     mean = risk.limiter.get("mean_processing_s")
     if mean is not None and mean > 0:  # 0: no create processed since the agent started (a fresh limiter)
         out["create_mean_processing"] = (mean, Origin.of_series(MEAN_PROCESSING_SERIES))
@@ -86,9 +100,9 @@ def uncounted(risk: NodeRisk) -> list[str]:
     return [tcp] if any_ in risk.maps and tcp not in risk.maps else []
 
 
-def shown(field: str, value: float | int | Release) -> str:
+def shown(field: str, value: float | int | Release | LimiterState) -> str:
     """A live value as the flag a user would type for it (a row's ``ctsim run`` line, plan's ``live``)."""
-    if isinstance(value, Release) or field in _FLOATS:
+    if isinstance(value, Release | LimiterState) or field in _FLOATS:
         return flag_text(field, value)
     return flag_text(field, int(value))
 
@@ -160,7 +174,7 @@ def from_prometheus(
 
     wanted = _COUNTS.keys() | {"max_entries", "any_max_entries", "ipv6_max_entries", "rate", "deadline", "regeneration"}
     if given.agent_state is AgentState.WARM:  # a fresh agent's limiter starts at its defaults, whatever it was
-        wanted |= {"create_mean_processing"}
+        wanted |= {"create_mean_processing", "create_limiter"}
     if given.profile == DEFAULT_PROFILE:  # a --profile given names the release line: the node's is not taken
         wanted |= {"cilium_version"}
     wanted = {k for k in wanted if getattr(given, k) is None}
@@ -177,6 +191,11 @@ def from_prometheus(
         f"from Prometheus: {node}'s series gave {taken}; churn, GC drift and cores are still the preset's "
         "(the inputs block says which)"
     )
+    if "create_mean_processing" in used and "create_limiter" not in used:
+        note += (
+            "; its limiter's parallelism, rate and burst are not all exported: endpoint-create starts where "
+            "AutoAdjust puts it from the mean create"
+        )
     return replace(scenario, notes=(*scenario.notes, note)), {
         k: (shown(k, v), series) for k, (v, series) in used.items()
     }

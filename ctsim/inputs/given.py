@@ -15,7 +15,7 @@ import enum
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 
-from ctsim.core.api_rate_limit import APIRateLimits, go_bool, parse_api_rate_limit
+from ctsim.core.api_rate_limit import APIRateLimits, LimiterState, go_bool, parse_api_rate_limit, parse_limiter_state
 from ctsim.core.bounds import (  # the ceilings of what a run may ask for (docs/model.md, "Limits")
     MAX_CORES,
     MAX_DEADLINE,
@@ -81,6 +81,7 @@ class Given:
     cilium_version: Release | None = None  # None: the profile's release
     api_rate_limit: APIRateLimits | None = None  # --api-rate-limit over v1.16.5's defaults
     enable_api_rate_limit: bool | None = None  # --enable-api-rate-limit; None: true, Cilium's default
+    create_limiter: LimiterState | None = None  # endpoint-create now, as the agent reports it (a warm agent)
     # When each pod reached CNI ADD, in seconds from t=0 (``ctsim backtest``: the pods as the node saw them come);
     # empty: ``pods`` pods within kubelet's start spread. Not a flag.
     arrivals: tuple[float, ...] = ()
@@ -149,6 +150,7 @@ PARSERS: dict[str, Callable[[str], object]] = {
     "cilium_version": parse_release,
     "api_rate_limit": parse_api_rate_limit,
     "enable_api_rate_limit": _go_bool,
+    "create_limiter": parse_limiter_state,
     "pods": _count("--pods", minimum=1, maximum=MAX_PODS),
     "cores": _count("--cores", minimum=1, maximum=MAX_CORES),
     "seed": _count("--seed", maximum=MAX_SEED),
@@ -230,7 +232,7 @@ def flag_text(name: str, value: object) -> str:
         return str(value.value)
     if isinstance(value, Calibration):
         return value.path
-    if isinstance(value, Release | APIRateLimits):
+    if isinstance(value, Release | APIRateLimits | LimiterState):
         return str(value)
     if isinstance(value, bool):
         return str(value).lower()

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import NamedTuple
 
-from ctsim.core.api_rate_limit import APIRateLimits
+from ctsim.core.api_rate_limit import APIRateLimits, LimiterState
 from ctsim.core.calibration import walk_rate
 from ctsim.core.defaults import (
     CLIENT_TIMEOUT,
@@ -104,6 +104,7 @@ class Scenario:
     # false, as APILimiterSet.Wait then hands out a request that waits for nothing).
     endpoint_create: APILimiterParameters = ENDPOINT_CREATE
     endpoint_delete: APILimiterParameters = ENDPOINT_DELETE
+    create_limiter: LimiterState | None = None  # endpoint-create's state at t=0 as reported; None: AutoAdjust's
     # meanProcessingDuration endpoint-create starts with: a warm agent's last creates (see _warm_limiter); 0: fresh
     create_mean_processing: float = 0.0
     until_resolved: bool = False  # no --horizon: the run ends when the burst is resolved (see ctsim.sim.model)
@@ -189,6 +190,10 @@ class Scenario:
                 ],
             }
         d["release"] = str(self.release)
+        if self.create_limiter is not None:
+            d["create_limiter"] = self.create_limiter._asdict()
+        else:
+            d.pop("create_limiter")
         if (self.endpoint_create, self.endpoint_delete) != (ENDPOINT_CREATE, ENDPOINT_DELETE):
             d["api_rate_limit"] = {
                 "endpoint_create": self.endpoint_create._asdict(),
@@ -211,7 +216,7 @@ _JSON_ORDER = (
     "gc_first_pass", "gc_max_interval", "regeneration_seconds", "cores", "node_memory", "map_ratio", "horizon",
     "seed", "any_entries", "bucket_seconds", "ipv6_any_entries", "any_churn", "ipv6_churn", "ipv6_any_churn",
     "create_mean_processing", "until_resolved", "notes", "origins", "time_scale", "pod_start_spread", "arrivals",
-    "calibration", "api_rate_limit",
+    "calibration", "api_rate_limit", "create_limiter",
 )  # fmt: skip
 
 
@@ -328,12 +333,16 @@ def resolve(g: Given) -> Scenario:
     mean, origins["limiter"] = _warm_limiter(g.agent_state, walks, regen_s, deadline_s, create.mean_over)
     if g.api_rate_limit is not None:
         origins["limiter"] = origins["limiter"].amended(", with --api-rate-limit's parameters")
-    if g.enable_api_rate_limit is False:
-        mean, origins["limiter"] = 0.0, said("enable_api_rate_limit").amended(": --enable-api-rate-limit false")
     if g.create_mean_processing is not None:
         if g.agent_state is AgentState.FRESH:
             raise InputError("--create-mean-processing: a warm agent's limiter; --agent-state fresh starts at defaults")
         mean, origins["limiter"] = g.create_mean_processing, said("create_mean_processing")
+    if g.create_limiter is not None:  # where the limiter stands: the mean still feeds its next AutoAdjust
+        if g.agent_state is AgentState.FRESH:
+            raise InputError("--create-limiter: a warm agent's limiter; --agent-state fresh starts at defaults")
+        origins["limiter"] = said("create_limiter")
+    if g.enable_api_rate_limit is False:
+        mean, origins["limiter"] = 0.0, said("enable_api_rate_limit").amended(": --enable-api-rate-limit false")
     return Scenario(
         preset=p.name,
         profile=prof.name,
@@ -362,6 +371,7 @@ def resolve(g: Given) -> Scenario:
         create_mean_processing=mean,
         endpoint_create=create,
         endpoint_delete=delete,
+        create_limiter=g.create_limiter if g.enable_api_rate_limit is not False else None,
         until_resolved=g.horizon is None,
         notes=tuple(notes),
         origins=tuple(origins.items()),

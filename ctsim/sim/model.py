@@ -75,6 +75,9 @@ class Model:
         )
         if s.agent_state == "warm":
             self.node.endpoint_create.core.warm(s.create_mean_processing / k)
+            if s.create_limiter is not None:  # where the agent reports it: AutoAdjust's reading of the mean aside
+                c = s.create_limiter
+                self.node.endpoint_create.core.set_state(c.parallel_requests, c.rate_limit * k, c.rate_burst)
             self.node.endpoint_delete.core.spend_skip_initial()
         self.entries_at_start = {f.name: tuple(m.present for m in f.maps) for f in families}
         self.gc = GCHistory()

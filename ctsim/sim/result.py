@@ -100,6 +100,8 @@ def limiter_start(s: Scenario) -> dict[str, float]:
     core = LimiterCore("endpoint-create", s.endpoint_create)
     if s.agent_state == "warm":
         core.warm(s.create_mean_processing)
+        if s.create_limiter is not None:
+            core.set_state(s.create_limiter.parallel_requests, s.create_limiter.rate_limit, s.create_limiter.rate_burst)
     return {
         "endpoint_create_parallel": core.parallel_requests,
         "endpoint_create_burst": core.rate_burst,

@@ -49,6 +49,7 @@ class Node:
     regeneration: float | None = None  # mean regeneration less its CT-clean wait (Cilium's scope="total")
     limiter_mean: float | None = None  # endpoint-create's meanProcessingDuration (cilium_api_limiter_*)
     limiter_parallel: int = 0  # its ParallelRequests as the agent reports it
+    limiter_rate: tuple[float, int] | None = None  # its rate limit and burst as the agent reports them (exported)
     gc_interval: float | None = None
     pressure: bool = True  # Cilium exports CT map pressure
     capacity: bool = False  # Cilium exports cilium_bpf_map_capacity (1.15 on)
@@ -146,7 +147,11 @@ class _Cilium(Collector):
             state = {
                 "processing_duration_seconds": {"mean": n.limiter_mean, "estimated": 2.0},
                 "requests_in_flight": {"limit": float(n.limiter_parallel), "in-flight": 1.0},
-                "rate_limit": {"limit": 0.5, "burst": 1.0},
+                **(
+                    {"rate_limit": {"limit": n.limiter_rate[0], "burst": float(n.limiter_rate[1])}}
+                    if n.limiter_rate is not None
+                    else {}
+                ),
             }
             for name, values in state.items():
                 g = GaugeMetricFamily(f"cilium_api_limiter_{name}", name, labels=["api_call", "value"])
@@ -199,6 +204,7 @@ def fleet(n: int = 240) -> list[Node]:
             core = LimiterCore("endpoint-create", ENDPOINT_CREATE)
             core.warm(node.limiter_mean)
             node.limiter_parallel = core.parallel_requests + (3 if i % 24 == 2 else 0)
+            node.limiter_rate = (core.rate_limit, core.rate_burst)
         elif kind == 3:  # dual stack, ctwatch only
             node.cilium = False
             node.maps = {**maps, tcp6: (entries // 2, cap), any6: (entries // 8, cap // 2)}

@@ -25,6 +25,9 @@ def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         Node(f"n-{name}", "prod", ctwatch=False, cilium=True, maps=dict(MAPS), capacity=True, version=version)
         for name, version in VERSIONS.items()
     ]
+    # A tuned agent reporting where its limiter is (parallel 3, burst 3, 0.02/s), and one exporting only the mean.
+    nodes[0].limiter_mean, nodes[0].limiter_parallel, nodes[0].limiter_rate = 10.0, 3, (0.02, 3)
+    nodes[2].limiter_mean, nodes[2].limiter_parallel = 10.0, 2
     by = {n.name: n for n in nodes}
     with pages(lambda path: render(by, path)) as address:
         sd = sd_targets(address, nodes)
@@ -74,3 +77,19 @@ def test_run_from_prometheus_plays_the_node_s_release(url: str) -> None:
     assert old["inputs"]["release"] == "v1.16.5"
     given = _run("run", "--from-prometheus", url, "--node", "n-new", "--pods", "10", "--profile", "cilium-1.18")
     assert given["inputs"]["release"] == "v1.18.12"  # a --profile given names the release: the node's is not taken
+
+
+def test_run_from_prometheus_starts_the_limiter_where_the_node_reports_it(url: str) -> None:
+    """limit, burst and parallel from the node's series, the origin the series; only a mean: AutoAdjust's, said."""
+    doc = _run("run", "--from-prometheus", url, "--node", "n-old", "--pods", "10")
+    start = doc["limiter"]["start"]
+    assert (start["endpoint_create_parallel"], start["endpoint_create_burst"]) == (3, 3)
+    assert start["endpoint_create_rate_per_s"] == 0.02
+    assert doc["inputs"]["origins"]["limiter"].startswith("live: cilium_api_limiter_requests_in_flight")
+    assert doc["inputs"]["create_limiter"] == {"parallel_requests": 3, "rate_limit": 0.02, "rate_burst": 3}
+    mean_only = _run("run", "--from-prometheus", url, "--node", "n-new", "--pods", "10")
+    assert "create_limiter" not in mean_only["inputs"]
+    assert any("not all exported" in n for n in mean_only["inputs"]["notes"])
+    rows = {r["node"]: r for r in _run("fleet", "--prometheus-url", url, "--simulate", "4")["nodes"]}
+    command = rows["n-old"]["simulated"]["command"]
+    assert "--create-limiter parallel-requests:3,rate-limit:0.02/s,rate-burst:3" in command, command
