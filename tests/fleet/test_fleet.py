@@ -305,7 +305,10 @@ def test_run_from_prometheus_starts_where_the_node_s_limiter_and_regeneration_ar
     assert inputs["regeneration_seconds"] == round(node.regeneration, 3)  # type: ignore[arg-type]
     assert inputs["origins"]["regeneration"].startswith("live: cilium_endpoint_regeneration_time_stats_seconds")
     assert inputs["create_mean_processing"] == round(node.limiter_mean, 3)
-    assert inputs["origins"]["limiter"].startswith("live: cilium_api_limiter_processing_duration_seconds")
+    # The limiter starts where the node reports it (parallel, rate, burst), the mean feeding its next AutoAdjust.
+    assert inputs["origins"]["limiter"].startswith("live: cilium_api_limiter_requests_in_flight")
+    assert doc["limiter"]["start"]["endpoint_create_parallel"] == node.limiter_parallel
+    assert node.limiter_rate is not None and doc["limiter"]["start"]["endpoint_create_burst"] == node.limiter_rate[1]
     # One node, one answer: the row's safe burst and largest table are run's, on the same facts, to the entry
     # (a regeneration of 1.750437 s is 1.75 s in both, not 1.750437 s in one and 1.75 s in the other).
     assert doc["advice"]["safe_burst"] == r["safe_burst"], (doc["advice"], r["safe_burst"])
