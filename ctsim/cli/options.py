@@ -27,6 +27,8 @@ LIBRARY_FLAGS: dict[str, str] = {
     "url": "--prometheus-url",
     "timeout_s": "--timeout",
     "headers": "--header",
+    "start": "--from",  # ctsim backtest's window
+    "end": "--to",
 }
 
 

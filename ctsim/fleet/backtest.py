@@ -67,9 +67,9 @@ class Window:
 
     def __post_init__(self) -> None:
         if self.end <= self.start:
-            raise InputError("--to: must be after --from")
+            raise InputError("must be after {param:start}", "end")
         if self.end - self.start > MAX_WINDOW:
-            raise InputError(f"--to: a window of at most {MAX_WINDOW / 86400:g} d (the longest a run plays)")
+            raise InputError(f"a window of at most {MAX_WINDOW / 86400:g} d (the longest a run plays)", "end")
 
     @property
     def seconds(self) -> float:

@@ -119,8 +119,9 @@ def read_node(client: Client, node: str, query: Query, assumptions: Assumptions)
     read = read_fleet(client, query, only=node)
     if node not in read.nodes:
         raise InputError(
-            f"--node: no ctwatch or Cilium CT series with {' or '.join(query.labels)} = {node!r} at {client.shown} "
-            f"(is it the label that names nodes? --node-label)"
+            f"no ctwatch or Cilium CT series with {' or '.join(query.labels)} = {node!r} at {client.shown} "
+            "(is it the label that names nodes? {param:node_label})",
+            "node",
         )
     risk = assess(read.nodes[node], assumptions)
     if not risk.maps:
@@ -131,7 +132,7 @@ def read_node(client: Client, node: str, query: Query, assumptions: Assumptions)
 def check_node(node: str) -> None:
     """A node name that can stand in a label matcher as it is."""
     if not node.strip() or any(c in node for c in '"\\{}\n'):
-        raise InputError(f"--node: {shorten(node)!r} is not a node name (no quotes, braces or backslashes)")
+        raise InputError(f"{shorten(node)!r} is not a node name (no quotes, braces or backslashes)", "node")
 
 
 def live_inputs(
@@ -148,9 +149,9 @@ def live_inputs(
     from ctsim.core.profiles import DEFAULT_PROFILE, get_profile
 
     if url is None:
-        raise InputError("--node: give --from-prometheus URL too")
+        raise InputError("give {param:from_prometheus} URL too", "node")
     if node is None or not node.strip():
-        raise InputError("--from-prometheus: give --node NAME too (the node's --node-label value)")
+        raise InputError("give {param:node} NAME too (the node's {param:node_label} value)", "from_prometheus")
     check_node(node)
     assumptions = Assumptions(profile=get_profile(profile or DEFAULT_PROFILE))
     with Client(url, transport) as client:
@@ -182,8 +183,9 @@ def from_prometheus(
     if "ipv6_any_entries" in used and "ipv6_entries" not in used and given.ipv6_entries is None:
         tcp, any_ = CT_MAPS["ipv6"]
         raise InputError(
-            f"--from-prometheus: {node}'s {any_} is counted but no series counts {tcp} (Cilium's pressure is "
-            "absent while 0, and for good where its controller stopped): give --ipv6-entries"
+            f"{node}'s {any_} is counted but no series counts {tcp} (Cilium's pressure is "
+            "absent while 0, and for good where its controller stopped): give {param:ipv6_entries}",
+            "from_prometheus",
         )
     scenario = resolve(with_live(given, used, node or ""))
     taken = ", ".join(sorted({_ORIGIN_OF.get(f, f) for f in used})) or "nothing"  # both capacities: one origin

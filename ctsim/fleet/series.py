@@ -131,12 +131,12 @@ class Query:
 
     def __post_init__(self) -> None:
         if not all(_LABEL.match(label) for label in self.node_label.split(",")):
-            raise InputError(f"--node-label: Prometheus label names, comma-separated; got {self.node_label!r}")
+            raise InputError(f"Prometheus label names, comma-separated; got {self.node_label!r}", "node_label")
         if not _WINDOW.match(self.window):
-            raise InputError(f"--window: a PromQL duration such as 30m, 1h or 1d, got {self.window!r}")
+            raise InputError(f"a PromQL duration such as 30m, 1h or 1d, got {self.window!r}", "window")
         if "{" in self.selector or "}" in self.selector:
             raise InputError(
-                f'--selector: label matchers without braces, e.g. cluster="prod-eu"; got {self.selector!r}'
+                f'label matchers without braces, e.g. cluster="prod-eu"; got {self.selector!r}', "selector"
             )
 
     def of(self, metric: str, *matchers: str) -> str:

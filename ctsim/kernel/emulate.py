@@ -310,17 +310,18 @@ def fixed_horizon(s: Scenario) -> Scenario:
 def check(s: Scenario, time_scale: float) -> None:
     """What ``ctsim emulate`` can run, named by flag, before any map is made."""
     if s.dual_stack:
-        raise InputError("--ipv6-entries: ctsim emulate runs the IPv4 family only")
+        raise InputError("ctsim emulate runs the IPv4 family only", "ipv6_entries")
     if s.pods > MAX_EMULATED_PODS:
-        raise InputError(f"--pods: ctsim emulate runs at most {MAX_EMULATED_PODS} pods (one thread each)")
+        raise InputError(f"ctsim emulate runs at most {MAX_EMULATED_PODS} pods (one thread each)", "pods")
     if s.map(MapType.IPV4_TCP).entries < 1:
-        raise InputError("--entries: ctsim emulate needs at least 1 entry to walk")
+        raise InputError("ctsim emulate needs at least 1 entry to walk", "entries")
     if not math.isfinite(time_scale) or not 1 <= time_scale <= 1000:
-        raise InputError(f"--time-scale: must be between 1 and 1000, got {time_scale!r}")
+        raise InputError(f"must be between 1 and 1000, got {time_scale!r}", "time_scale")
     if s.horizon / time_scale > MAX_EMULATED_SECONDS:
         raise InputError(
-            f"--horizon: {s.horizon / time_scale:,.0f} s of wall-clock emulation at --time-scale {time_scale:g}; "
-            f"at most {MAX_EMULATED_SECONDS:,.0f} s (raise --time-scale or shorten --horizon)"
+            f"{s.horizon / time_scale:,.0f} s of wall-clock emulation at {{param:time_scale}} {time_scale:g}; "
+            f"at most {MAX_EMULATED_SECONDS:,.0f} s (raise {{param:time_scale}} or shorten {{param:horizon}})",
+            "horizon",
         )
 
 
