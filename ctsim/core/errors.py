@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from typing import TypeVar
 
 T = TypeVar("T")
-_PARAM = re.compile(r"\{param:([a-z_]+)\}")
+_PARAM = re.compile(r"\{param:([a-z0-9_]+)\}")
 
 
 class InputError(ValueError):

@@ -128,10 +128,15 @@ def test_with_live_keeps_what_the_user_gave_and_records_each_series() -> None:
 
 
 def test_a_missing_node_or_url_is_one_line() -> None:
-    with pytest.raises(InputError, match="--node: give --from-prometheus"):
+    """The library names the parameters it refuses; the command line says each as its flag."""
+    from ctsim.cli.command import flag_of
+
+    with pytest.raises(InputError, match="node: give from_prometheus") as no_url:
         from_prometheus(Given(), None, "n1", "node", Transport())
-    with pytest.raises(InputError, match="give --node NAME"):
+    assert no_url.value.said(flag_of) == "--node: give --from-prometheus URL too"
+    with pytest.raises(InputError, match="give node NAME") as no_node:
         from_prometheus(Given(), "http://127.0.0.1:1", " ", "node", Transport())
+    assert no_node.value.said(flag_of).startswith("--from-prometheus: give --node NAME")
 
 
 @pytest.mark.parametrize(
