@@ -5,7 +5,7 @@ They read the Result (or plan's document) and nothing else.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ctsim.cli.term import Terminal
 from ctsim.core.quantity import format_count, format_duration
@@ -22,6 +22,23 @@ _VERDICT_STYLE = {Verdict.OK: "bold green", Verdict.DEGRADED: "bold yellow", Ver
 
 def _s(value: float | None) -> str:
     return "—" if value is None else format_duration(value)
+
+
+def _spread3(figure: dict[str, float | None] | None) -> str:
+    """p50/p90/max of one ``latency_s`` figure, or — where nothing was observed."""
+    if figure is None:
+        return "—"
+    return "/".join(_s(figure[q]) for q in ("p50", "p90", "max"))
+
+
+def _latency_line(lat: dict[str, Any]) -> str:
+    """The figures a node shows, as Cilium and the runtime name them (JSON ``latency_s``, ``latency_series``)."""
+    waits = ", ".join(f"{call} {_spread3(w)}" for call, w in lat["limiter_wait"].items())
+    return (
+        f"Latency p50/p90/max: CNI ADD {_spread3(lat['cni_add'])}, DEL {_spread3(lat['cni_del'])}; "
+        f"waitingForCTClean {_spread3(lat['ct_clean_wait_ok'])} "
+        f"(failed creates {_spread3(lat['ct_clean_wait_failed'])}); limiter wait {waits}"
+    )
 
 
 def _agent_line(state: str) -> str:
@@ -193,6 +210,7 @@ def render(r: Result, console: Terminal | None = None, mitigations: list[Mitigat
         f"{bold(f'{c.add_429:,}')} got HTTP 429 ({c.add_429_paced:,} after a paced sleep){retries}; "
         f"DEL: {c.del_calls:,} calls, {c.del_timeouts:,} timed out"
     )
+    console.print(_latency_line(r.latency_figures()))
     busy = ", ".join(
         f"{f.name} max queue {f.lock_max_queue}, held {format_duration(f.lock_held_seconds)}" for f in r.families
     )

@@ -115,8 +115,6 @@ class ReleaseRules(NamedTuple):
             }.get(self.ct_fill_signal, "a failed CT insert signals an early GC pass")
             walks = "; a signalled pass walks every family" if self.gc_walks_all_families else ""
             out.append(f"{fill}{walks} (the model plays no datapath signal)")
-        if self.delete_404_before_limiter:
-            out.append("a DELETE of a missing endpoint is answered 404 before the limiter (not yet played)")
         if self.gc_after_endpoint_restore:
             out.append("the GC starts once restored endpoints have regenerated (a run restores none)")
         return out

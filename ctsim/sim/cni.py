@@ -54,9 +54,10 @@ def add_call(node: Node, sandbox: Sandbox, deadline_s: float, arrived: Arrived |
     return _call(node.endpoint_create, ctx, lambda req: create_endpoint(node, sandbox, req, ctx, deadline), arrived)
 
 
-def del_call(node: Node, sandbox: Sandbox, arrived: Arrived | None = None) -> Call:
-    """DELETE /endpoint through the limiter, with containerd's teardown timeout; see ``add_call``."""
-    timeout_s = node.teardown_seconds
+def del_call(node: Node, sandbox: Sandbox, arrived: Arrived | None = None, timeout_s: float | None = None) -> Call:
+    """DELETE /endpoint through the limiter, with containerd's teardown timeout (or ``timeout_s``); see ``add_call``."""
+    if timeout_s is None:
+        timeout_s = node.teardown_seconds
     at = node.env.now if arrived is None else arrived.order[0]
     deadline = at + timeout_s
     ctx = node.env.timeout(timeout_s) if arrived is None else Deadline(node.env, deadline)
@@ -79,6 +80,7 @@ def cni_add(
         c.add_attempts += 1
         call = add_call(node, sandbox, deadline_s)
     answer = yield call
+    node.latency.cni_add.add(node.env.now - call.order[0])
     if isinstance(answer, simpy.Process) and answer.value is _ANSWERED_OK:
         c.add_ok += 1
         return _ADD_OK
@@ -91,16 +93,20 @@ def cni_add(
     return _ADD_TIMEOUT
 
 
-def cni_del(node: Node, sandbox: Sandbox, call: Call | None = None) -> Generator[simpy.Event, object, bool]:
-    """One CNI DEL from containerd's teardown; False when it timed out. ``call``: see ``cni_add``."""
+def cni_del(
+    node: Node, sandbox: Sandbox, call: Call | None = None, timeout_s: float | None = None
+) -> Generator[simpy.Event, object, bool]:
+    """One CNI DEL; False when it timed out. ``call``: see ``cni_add``; ``timeout_s``: see ``del_call``."""
     c = node.counters
     if call is None:
         c.del_calls += 1
         if delete_endpoint_fast(node, sandbox):
             c.del_404 += 1
+            node.latency.cni_del.add(0.0)
             return True
-        call = del_call(node, sandbox)
+        call = del_call(node, sandbox, timeout_s=timeout_s)
     answer = yield call
+    node.latency.cni_del.add(node.env.now - call.order[0])
     if isinstance(answer, simpy.Process):
         c.del_404 += answer.value is _NOT_FOUND
         return True

@@ -68,16 +68,29 @@ def _create_scrub(node: Node, ep: Endpoint, deadline: float) -> Generator[simpy.
 
 
 def _regenerate(
-    node: Node, ep: Endpoint, scrub: simpy.Process, deadline: float
+    node: Node, ep: Endpoint, scrub: simpy.Process, deadline: float, since: float
 ) -> Generator[simpy.Event, object, bool]:
-    """``regenerateBPF``: holds a build permit while waiting for the CT clean."""
+    """``regenerateBPF``: holds a build permit while waiting for the CT clean.
+
+    ``since``: create's start. A permit that is free is taken then, even
+    where the scrub's first step has already moved the clock (see
+    ``create_endpoint``), or a start queued first made its grant an event;
+    one held by others is taken at its grant. waitingForCTClean runs from the
+    permit to the scrub's end.
+    """
     permits = node.build_permits
     if not permits.take_now():
+        held = permits.holders >= permits.capacity or bool(permits.waiters)
         yield permits.request()
+        if held:
+            since = node.env.now
     yield scrub  # waitingForCTClean
+    waited = node.env.now - since
     if ep.deleted or node.env.now >= deadline:
+        node.latency.ct_clean_wait_failed.add(waited)
         permits.release()
         return False
+    node.latency.ct_clean_wait_ok.add(waited)
     yield node.env.timeout(node.regeneration_seconds)
     permits.release()
     return True
@@ -116,8 +129,9 @@ def create_endpoint(
     # The scrub's takes its endpoint's lock, and the family's and walks if nothing else is due now (to its
     # end, clock moved, if nothing is due before then); the regeneration's takes a build permit. What this
     # step does after each touches neither, and no other event can run in between.
+    start = env.now
     scrub = process_now(env, _create_scrub(node, ep, deadline))
-    regeneration = process_now(env, _regenerate(node, ep, scrub, deadline))
+    regeneration = process_now(env, _regenerate(node, ep, scrub, deadline, start))
     yield any_of(env, regeneration, ctx)
     if regeneration.triggered and regeneration.value and env.now < deadline:
         node.endpoint_create.finish(req, success=True)
@@ -129,15 +143,18 @@ def create_endpoint(
 
 
 def delete_endpoint_fast(node: Node, sandbox: Sandbox) -> bool:
-    """DELETE /endpoint answered at once with 404: no endpoint and a free limiter slot.
+    """DELETE /endpoint answered at once with 404: no endpoint, and a free limiter slot or none needed.
 
-    Most DELs after a 429 end here. The handler ends them with ``r.Error()``
-    (``daemon/cmd/endpoint.go``), so they never re-tune the limiter; a slot
-    taken and given back in the same instant changes nothing, so no process
-    is needed.
+    Most DELs after a 429 end here. Up to 1.17 the handler ends them with
+    ``r.Error()`` after the limiter (``daemon/cmd/endpoint.go``), so they
+    never re-tune it; a slot taken and given back in the same instant changes
+    nothing, so no process is needed. From 1.18.0 (0fd97811e5) the handler
+    looks the endpoint up first and answers 404 without the limiter at all.
     """
     if has_endpoint(sandbox):
         return False
+    if node.delete_404_first:
+        return True
     return node.endpoint_delete.answer_at_once()
 
 

@@ -24,6 +24,7 @@ from ctsim.core.rate import (
     LimiterCore,
 )
 from ctsim.sim.clock import Deadline, fire_now, nothing_due_now, process_now, timeout_at
+from ctsim.sim.latency import Latencies
 from ctsim.sim.semaphore import ARRIVALS, WeightedSemaphore
 
 
@@ -35,6 +36,7 @@ class APILimiter:
         self.core = LimiterCore(name, params)
         self.semaphore = WeightedSemaphore(WAIT_SEMAPHORE_RESOLUTION)
         self.granted_at = -1.0  # when a waiting call was last granted a slot (``parking`` asks)
+        self.waits = Latencies()  # each admitted request's wait (``_wait_history_duration_seconds`` observes these)
 
     def has_room(self) -> bool:
         """A request scheduled now would get a slot at once."""
@@ -50,6 +52,7 @@ class APILimiter:
         if not self.has_room():
             return False
         self.core.answered_at_once()
+        self.waits.add(0.0)
         return True
 
     def call(self, ctx: simpy.Event, handler: Handler) -> Call:
@@ -276,6 +279,7 @@ class Call(simpy.Event):
         self.state = ADMITTED
         env = self.env
         req = self.limiter.core.admitted(env.now, self.req)
+        self.limiter.waits.add(env.now - req.scheduled_at)
         handler = self._handler(req)
         process = process_now(env, handler) if woken else env.process(handler)  # type: ignore[arg-type]
         process.callbacks.append(self._handled)  # type: ignore[union-attr]

@@ -72,6 +72,7 @@ class Model:
             time_scale=k,
             create_params=s.endpoint_create,
             delete_params=s.endpoint_delete,
+            delete_404_first=rules(s.release).delete_404_before_limiter,
         )
         if s.agent_state == "warm":
             self.node.endpoint_create.core.warm(s.create_mean_processing / k)
@@ -280,6 +281,8 @@ class Model:
             ),
             extra={"tcp_cohorts_at_end": node.families[0].maps[0].cohorts},
             retry_intervals=self.intervals,
+            latency=node.latency,
+            limiter_waits={lim.core.name: lim.waits for lim in (node.endpoint_create, node.endpoint_delete)},
         )
 
 

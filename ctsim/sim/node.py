@@ -16,6 +16,7 @@ import simpy
 from ctsim.core.defaults import ENDPOINT_CREATE, ENDPOINT_DELETE
 from ctsim.core.rate import APILimiterParameters, scaled
 from ctsim.sim.ctmap import CTMap
+from ctsim.sim.latency import NodeLatencies
 from ctsim.sim.limiter import APILimiter
 from ctsim.sim.lock import FIFOLock, GlobalDeleteLock
 
@@ -65,7 +66,9 @@ class Node:
     bucket_seconds: float = 0.0  # a batched walk visits every bucket of the map
     create_params: APILimiterParameters = ENDPOINT_CREATE  # the agent's endpoint-create limiter (Scenario's)
     delete_params: APILimiterParameters = ENDPOINT_DELETE
+    delete_404_first: bool = False  # 1.18.0+ (0fd97811e5): DELETE of a missing endpoint is answered before the limiter
     counters: Counters = field(default_factory=Counters)
+    latency: NodeLatencies = field(default_factory=NodeLatencies)
     endpoint_create: APILimiter = field(init=False)
     endpoint_delete: APILimiter = field(init=False)
     build_permits: FIFOLock = field(init=False)

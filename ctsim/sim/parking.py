@@ -183,14 +183,17 @@ class Parking:
         due, refusals, now = self._due, self._refusals, self.env.now
         if first is None and (not due or due[0][0] >= now) and (not refusals or refusals[0][0] >= now):
             return
-        delete_room = self.delete.has_room()
+        limited_404 = not self.node.delete_404_first  # up to 1.17 a missing endpoint's 404 takes a slot
+        delete_room = not limited_404 or self.delete.has_room()
         create, delete = self.create.core, self.delete.core
         keys, arrivals, intervals = self._keys, ARRIVALS, self.node.retry_intervals
         queued_create, queued_delete = self._queued[CREATE], self._queued[DELETE]
         teardown_s, time_scale, max_wait = self.teardown_s, self._time_scale, self.max_wait
         create_weight, delete_weight = self._weights
         create_mean, delete_mean = create.mean_processing, delete.mean_processing
-        add_429 = attempts = del_calls = del_404 = timeouts = create_played = delete_played = 0
+        latency = self.node.latency
+        add_latency, del_latency, delete_wait = latency.cni_add.add, latency.cni_del.add, self.delete.waits.add
+        add_429 = attempts = del_calls = del_404 = timeouts = create_played = delete_played = answered = 0
         while True:
             if refusals and refusals[0][0] < now and (not due or refusals[0] < due[0]):
                 t, key, p = refusals.popleft()
@@ -208,12 +211,14 @@ class Parking:
             pod, phase = p.pod, p.phase
             if phase is ADD:  # max_wait: 429, no token used; the teardown's DEL at once
                 add_429 += 1
+                add_latency(t - p.arrived)
                 pod.failures += 1
                 step = DEL_AFTER_ADD
             elif phase is WAIT:
                 step = p.step
             else:  # ``_time_out``: containerd gave up on the queued DEL at ``p.end``
                 timeouts += 1
+                del_latency(p.end - p.arrived)
                 if phase is DEL_AFTER_ADD:
                     p.stale = p.sandbox
                 pod.stale_sandbox = True
@@ -230,8 +235,12 @@ class Parking:
                     heappush(due, (t, key, p))
                     queued_delete.append((end, key, p))
                     continue
-                delete_played += 1  # scheduled and processed at once (``answer_at_once``): no endpoint, 404
-                del_404 += 1
+                del_404 += 1  # no endpoint: 404 at once
+                del_latency(0.0)
+                if limited_404:  # scheduled and processed at once (``answer_at_once``)
+                    delete_played += 1
+                    answered += 1
+                    delete_wait(0.0)
                 if step is DEL_AFTER_ADD:  # a back-off; then the next sync
                     p.phase, p.step = WAIT, DEL_STALE if p.stale is not None else ADD
                     p.t = t = t + BACKOFF * (1.0 + pod.rng.random() * BACKOFF_JITTER) / time_scale  # ``backoff``
@@ -261,7 +270,7 @@ class Parking:
         create.rejected += add_429  # ``refused()``
         create.requests_scheduled += create_played  # ``schedule_played()``
         delete.requests_scheduled += delete_played
-        delete.requests_processed += del_404  # ``answered_at_once()``
+        delete.requests_processed += answered  # ``answered_at_once()``
 
     def finish(self) -> None:
         """At the end of a run: every step before now played, every DEL refused by now counted."""
@@ -274,6 +283,7 @@ class Parking:
     def _time_out(self, p: Parked) -> None:
         """containerd gave up on the queued DEL at ``p.end``: the sandbox stays; back-off until ``p.t``."""
         self.node.counters.del_timeouts += 1
+        self.node.latency.cni_del.add(p.end - p.arrived)
         if p.phase is DEL_AFTER_ADD:
             p.stale = p.sandbox
         p.pod.stale_sandbox = True
@@ -349,6 +359,8 @@ class Parking:
         pod, counters = p.pod, self.node.counters
         delete.core.requests_processed += 1  # admitted and ended with Error(): in flight for no time
         counters.del_404 += 1
+        delete.waits.add(now - p.arrived)
+        self.node.latency.cni_del.add(now - p.arrived)
         if p.phase is DEL_STALE:  # torn down: a new sandbox's ADD at once (``kubelet.pod_worker``)
             p.stale, pod.stale_sandbox = None, False
             if pod.attempts:

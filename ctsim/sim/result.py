@@ -13,6 +13,7 @@ from ctsim.core.rate import LimiterCore
 from ctsim.inputs.scenario import Scenario
 from ctsim.sim.gc import GCHistory, GCPass
 from ctsim.sim.intervals import RetryIntervals
+from ctsim.sim.latency import Latencies, NodeLatencies
 from ctsim.sim.node import Counters
 from ctsim.sim.pod import Pod
 
@@ -35,6 +36,16 @@ def percentile(values: list[float], q: float) -> float | None:
     lo, hi = math.floor(pos), math.ceil(pos)
     return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
+
+# What each of ``latency_s``'s figures is on a node: the series that holds it, or why none does.
+LATENCY_SERIES = {
+    "cni_add": "kubelet's sandbox start (RunPodSandbox); cilium-cni exports none",
+    "cni_del": "containerd's teardown (StopPodSandbox); cilium-cni exports none",
+    "ct_clean_wait_ok": 'cilium_endpoint_regeneration_time_stats_seconds{scope="waitingForCTClean",outcome="success"}',
+    "ct_clean_wait_failed": "none: a failed regeneration sends no stats",
+    "limiter_wait": "cilium_api_limiter_wait_duration_seconds{api_call} (mean, min, max), "
+    "cilium_api_limiter_wait_history_duration_seconds{api_call} (off by default)",
+}
 
 STALL = 1800.0  # pods failing this long with none becoming Ready: the burst is not draining on its own
 
@@ -192,6 +203,19 @@ class Result:
     ended_because: str = "horizon"  # horizon (--horizon), resolved (all Ready), settled (1 h after a GC pass), cap
     extra: dict[str, Any] = field(default_factory=dict)
     retry_intervals: RetryIntervals = field(default_factory=RetryIntervals)
+    latency: NodeLatencies = field(default_factory=NodeLatencies)
+    limiter_waits: dict[str, Latencies] = field(default_factory=dict)  # by api_call
+
+    def latency_figures(self) -> dict[str, Any]:
+        """JSON ``latency_s``: each figure's p50, p90 and max (None where nothing was observed)."""
+        lat = self.latency
+        return {
+            "cni_add": lat.cni_add.to_dict(),
+            "cni_del": lat.cni_del.to_dict(),
+            "ct_clean_wait_ok": lat.ct_clean_wait_ok.to_dict(),
+            "ct_clean_wait_failed": lat.ct_clean_wait_failed.to_dict(),
+            "limiter_wait": {api_call: w.to_dict() for api_call, w in self.limiter_waits.items()},
+        }
 
     @property
     def stall(self) -> Stall | None:
@@ -294,6 +318,8 @@ class Result:
                 "del_404": c.del_404,
                 "del_timeouts": c.del_timeouts,
             },
+            "latency_s": self.latency_figures(),
+            "latency_series": LATENCY_SERIES,
             "lock": {
                 "orphaned_walk_seconds": c.orphaned_walk_seconds,
                 "orphaned_walks": c.orphaned_walks,

@@ -98,3 +98,19 @@ def test_the_upgrade_advice_keeps_a_given_release_flag_working() -> None:
     assert upgrade.argv[:4] == ["--profile", "cilium-1.18", "--cilium-version", "1.18"]
     again = resolve_flags(entries="16M", pods="10", profile="cilium-1.18", cilium_version="1.18")
     assert again.release == Release(1, 18, 12)
+
+
+def test_from_1_18_a_del_of_a_missing_endpoint_is_answered_before_the_limiter() -> None:
+    """0fd97811e5: the teardown's DEL after a 429 no longer waits for an endpoint-delete slot (same walk rate)."""
+    runs = {
+        v: simulate(resolve_flags(cilium_version=v, entries="16M", pods="50", rate="213000")).to_dict()
+        for v in ("1.17.14", "1.18.0")
+    }
+    old, new = runs["1.17.14"], runs["1.18.0"]
+    # Up to 1.17 a DEL without an endpoint queues behind scrubbing DELs until containerd's 60 s run out.
+    assert old["latency_s"]["cni_del"]["p90"] == pytest.approx(60.0)
+    assert old["latency_s"]["limiter_wait"]["endpoint-delete"]["max"] > 50.0
+    # From 1.18.0 only DELs that scrub take a slot, and none of them waited for one here.
+    assert new["latency_s"]["cni_del"]["p90"] == 0.0
+    assert new["latency_s"]["limiter_wait"]["endpoint-delete"]["max"] == 0.0
+    assert new["cni"]["del_timeouts"] < old["cni"]["del_timeouts"] / 5

@@ -1,0 +1,102 @@
+"""The latencies a node shows, one ``Latencies`` per figure: p50, p90 and max in memory that stops growing.
+
+A figure is what the reporters of this failure had from their nodes: CNI
+ADD and DEL as the runtime timed them, waitingForCTClean, and each API
+limiter's wait. A collapse plays hundreds of millions of ADDs, so a figure
+keeps its first ``EXACT`` values as they are (exact percentiles, numpy's
+linear interpolation) and past that counts every value by its key: its
+top 24 bits, as ``sim.intervals`` keys them, so a percentile is then the
+smallest value of its key, within 1/4096 of an octave (0.017 %). The max
+is always exact. Observations are order-free: parked and unparked runs
+(``sim.parking``) observe the same values in other orders and agree.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections import Counter
+
+from ctsim.sim.intervals import SHIFT, _keys, _value
+
+EXACT = 1 << 16  # values kept as they are: 512 KiB a figure
+
+
+class Latencies:
+    """One latency figure's observations, in seconds on the run's clock."""
+
+    __slots__ = ("_counts", "_values", "count", "max")
+
+    def __init__(self) -> None:
+        self._values: array[float] = array("d")
+        self._counts: Counter[int] | None = None  # by key, once more than EXACT values came
+        self.count = 0
+        self.max: float | None = None
+
+    def add(self, seconds: float) -> None:
+        values = self._values
+        values.append(seconds)
+        if len(values) >= EXACT:
+            self._fold()
+
+    def _fold(self) -> None:
+        values = self._values
+        if not values:
+            return
+        counts = self._counts if self._counts is not None else Counter()
+        counts.update(_keys(values))
+        self._settle(values)
+        self._counts = counts
+        self._values = array("d")
+
+    def _settle(self, values: array[float]) -> None:
+        self.count += len(values)
+        top = max(values)
+        if self.max is None or top > self.max:
+            self.max = top
+
+    def __len__(self) -> int:
+        return self.count + len(self._values)
+
+    def percentile(self, q: float) -> float | None:
+        """The q-th percentile: exact while every value is kept, else its key's smallest value."""
+        n = len(self)
+        if not n:
+            return None
+        if self._counts is None:
+            xs = sorted(self._values)
+            pos = (n - 1) * q
+            lo, hi = math.floor(pos), math.ceil(pos)
+            return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+        self._fold()
+        assert self._counts is not None
+        rank, seen = round((n - 1) * q), 0
+        for key in sorted(self._counts):
+            seen += self._counts[key]
+            if seen > rank:
+                return _value(key << SHIFT)
+        raise AssertionError("a rank past every count")
+
+    def top(self) -> float | None:
+        kept = max(self._values) if self._values else None
+        if kept is None:
+            return self.max
+        return kept if self.max is None or kept > self.max else self.max
+
+    def to_dict(self) -> dict[str, float | None] | None:
+        """``{"p50", "p90", "max"}``; None where the figure has no observation."""
+        if not len(self):
+            return None
+        return {"p50": self.percentile(0.50), "p90": self.percentile(0.90), "max": self.top()}
+
+
+class NodeLatencies:
+    """The node's own figures; each limiter keeps its wait (``APILimiter.waits``)."""
+
+    __slots__ = ("cni_add", "cni_del", "ct_clean_wait_failed", "ct_clean_wait_ok")
+
+    def __init__(self) -> None:
+        self.cni_add = Latencies()  # every ADD, from cilium-cni's call to its answer (ok, 429, or the deadline)
+        self.cni_del = Latencies()  # every DEL containerd sent, to its answer or containerd's timeout
+        self.ct_clean_wait_ok = Latencies()  # waitingForCTClean of regenerations that went on to succeed
+        self.ct_clean_wait_failed = Latencies()  # and of those whose create had failed by then
