@@ -28,6 +28,8 @@ LIBRARY_FLAGS: dict[str, str] = {
     "timeout_s": "--timeout",
     "headers": "--header",
     "start": "--from",  # ctsim backtest's window
+    "arrival_schedule": "--arrivals",
+    "delete_schedule": "--deletes",
     "end": "--to",
 }
 
@@ -124,6 +126,32 @@ SCENARIO_FLAGS: dict[str, tuple[Any, Any]] = {
         None,
     ),
     "pods": (Annotated[str, _opt("Pods scheduled onto the node at once.", "COUNT")], "50"),
+    "arrival_schedule": (
+        Annotated[
+            Str,
+            typer.Option(
+                "--arrivals",
+                help="More pods created over time, beside the burst: '4.4/s for 10m', '30/min for 2h, 0/s for 1h, "
+                "30/min for 2h' (churn's syntax; each segment once, its pods evenly spaced).",
+                rich_help_panel="Scenario",
+                metavar="SCHEDULE",
+            ),
+        ],
+        None,
+    ),
+    "delete_schedule": (
+        Annotated[
+            Str,
+            typer.Option(
+                "--deletes",
+                help="Running pods deleted over time, as --arrivals: each a CNI DEL whose DeleteEndpoint scrubs "
+                "every CT map under the same locks, retried by kubelet until it succeeds.",
+                rich_help_panel="Scenario",
+                metavar="SCHEDULE",
+            ),
+        ],
+        None,
+    ),
     "max_entries": _GROUPED["max_entries"],
     "any_max_entries": (
         Annotated[

@@ -180,6 +180,12 @@ def render(r: Result, console: Terminal | None = None, mitigations: list[Mitigat
     inputs.append(("churn", f"{churn}; each open {format_duration(s.conn_seconds)}{why('conn_duration')}"))
     inputs.append(("GC", _gc_line(r)))
     inputs.append(("burst", f"{s.pods} pods at t=0, CNI deadline {format_duration(s.deadline)}{why('deadline')}"))
+    if s.arrival_schedule is not None:
+        more = s.arrival_schedule
+        inputs.append(("arrivals", f"{more.count:,} more pods: {more.describe()}, after the burst's  [given]"))
+    if s.delete_schedule is not None:
+        gone = s.delete_schedule
+        inputs.append(("deletes", f"{gone.count:,} running pods deleted: {gone.describe()}  [given]"))
     inputs.append(("regeneration", f"{format_duration(s.regeneration_seconds)} per endpoint{why('regeneration')}"))
     inputs.append(("horizon / seed", f"{format_duration(r.ended_at)}{why('horizon')} / {s.seed}"))
     console.grid(inputs)
@@ -211,6 +217,13 @@ def render(r: Result, console: Terminal | None = None, mitigations: list[Mitigat
         f"DEL: {c.del_calls:,} calls, {c.del_timeouts:,} timed out"
     )
     console.print(_latency_line(r.latency_figures()))
+    if s.delete_schedule is not None:
+        dl = r.deletes()
+        console.print(
+            f"Deletes: {dl['deleted']:,} of {dl['requested']:,} running pods deleted, {dl['pending']:,} still pending, "
+            f"{dl['del_attempts']:,} DELs; from kubelet's ask to the endpoint gone p50/p90/max "
+            f"{_spread3(dl['delete_latency_s'])}"
+        )
     busy = ", ".join(
         f"{f.name} max queue {f.lock_max_queue}, held {format_duration(f.lock_held_seconds)}" for f in r.families
     )

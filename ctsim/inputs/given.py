@@ -36,6 +36,7 @@ from ctsim.core.quantity import parse_count, parse_duration, parse_float
 from ctsim.core.releases import Release, parse_release
 from ctsim.inputs.churn import ChurnSchedule, parse_churn
 from ctsim.inputs.presets import get_preset
+from ctsim.inputs.workload import PodSchedule, parse_pod_schedule
 
 
 class AgentState(enum.StrEnum):
@@ -82,6 +83,8 @@ class Given:
     api_rate_limit: APIRateLimits | None = None  # --api-rate-limit over v1.16.5's defaults
     enable_api_rate_limit: bool | None = None  # --enable-api-rate-limit; None: true, Cilium's default
     create_limiter: LimiterState | None = None  # endpoint-create now, as the agent reports it (a warm agent)
+    arrival_schedule: PodSchedule | None = None  # --arrivals: pods created over time, beside the burst at t=0
+    delete_schedule: PodSchedule | None = None  # --deletes: running pods deleted over time
     # When each pod reached CNI ADD, in seconds from t=0 (``ctsim backtest``: the pods as the node saw them come);
     # empty: ``pods`` pods within kubelet's start spread. Not a flag.
     arrivals: tuple[float, ...] = ()
@@ -142,6 +145,10 @@ def _churn(flag: str) -> Callable[[str], ChurnSchedule]:
     return lambda text: parse_churn(text, flag)
 
 
+def _pods_over_time(flag: str) -> Callable[[str], PodSchedule]:
+    return lambda text: parse_pod_schedule(text, flag, MAX_PODS)
+
+
 _GC = {"minimum": MIN_GC_INTERVAL, "maximum": MAX_HORIZON}
 # Each flag's parser, in the order a run checks them: of several bad flags, the first here is the one named.
 PARSERS: dict[str, Callable[[str], object]] = {
@@ -171,6 +178,8 @@ PARSERS: dict[str, Callable[[str], object]] = {
     "any_churn": _churn("--any-churn"),
     "ipv6_churn": _churn("--ipv6-churn"),
     "ipv6_any_churn": _churn("--ipv6-any-churn"),
+    "arrival_schedule": _pods_over_time("--arrivals"),
+    "delete_schedule": _pods_over_time("--deletes"),
     "conn_duration": _duration("--conn-duration", maximum=MAX_HORIZON),
     "deadline": _duration("--deadline", minimum=1.0, maximum=MAX_DEADLINE),
     "horizon": _duration("--horizon", maximum=MAX_HORIZON),
@@ -213,7 +222,9 @@ def parse_given(**flags: object) -> Given:
 
 # Each flag as the command line spells it: its field with dashes, but one.
 FLAG_NAMES: dict[str, str] = {name: "--" + name.replace("_", "-") for name in PARSERS} | {
-    "regeneration": "--regeneration-time"
+    "regeneration": "--regeneration-time",
+    "arrival_schedule": "--arrivals",
+    "delete_schedule": "--deletes",
 }
 _DURATIONS = frozenset(
     {"conn_duration", "deadline", "horizon", "regeneration", "create_mean_processing"}
@@ -236,6 +247,8 @@ def flag_text(name: str, value: object) -> str:
         return str(value)
     if isinstance(value, bool):
         return str(value).lower()
+    if isinstance(value, PodSchedule):
+        return ", ".join(f"{_number(rate)}/s for {_number(span)}s" for rate, span in value.segments)
     if isinstance(value, ChurnSchedule):
         if value.constant:
             return f"{_number(value.segments[0][0])}/s"

@@ -38,6 +38,7 @@ from ctsim.core.sizing import ct_map_sizes
 from ctsim.inputs.churn import ChurnSchedule
 from ctsim.inputs.given import AgentState, Given, parse_given
 from ctsim.inputs.presets import DEFAULT_PRESET, Preset, get_preset
+from ctsim.inputs.workload import PodSchedule
 
 DEFAULT_HORIZON = 3600.0  # what capacity planning's burst searches run for
 UNTIL_RESOLVED_CAP = 2 * 86400.0  # with no --horizon: the longest a run waits for its burst to resolve
@@ -117,6 +118,8 @@ class Scenario:
     time_scale: float = 1.0
     pod_start_spread: float = 1.0  # kubelet's pod workers reach CNI ADD within this
     arrivals: tuple[float, ...] = ()  # each pod's first CNI ADD, seconds from t=0 (empty: within pod_start_spread)
+    arrival_schedule: PodSchedule | None = None  # more pods created over time, after the burst's (--arrivals)
+    delete_schedule: PodSchedule | None = None  # running pods deleted over time (--deletes)
     calibration: str | None = None  # the calibration file, when one was given
     # What the user gave, parsed: variants of this node (plan, mitigations, sweeps) replace its numbers.
     given: Given = field(default_factory=lambda: Given(), compare=False, repr=False)
@@ -205,6 +208,16 @@ class Scenario:
             d["arrivals"] = list(self.arrivals)
         else:
             d.pop("arrivals")
+        for name in ("arrival_schedule", "delete_schedule"):
+            schedule = getattr(self, name)
+            if schedule is None:
+                d.pop(name)
+            else:
+                d[name] = {
+                    "schedule": schedule.describe(),
+                    "pods": schedule.count,
+                    "segments": [{"per_second": r, "duration_s": span} for r, span in schedule.segments],
+                }
         return {k: d[k] for k in _JSON_ORDER if k in d}
 
 
@@ -216,7 +229,7 @@ _JSON_ORDER = (
     "gc_first_pass", "gc_max_interval", "regeneration_seconds", "cores", "node_memory", "map_ratio", "horizon",
     "seed", "any_entries", "bucket_seconds", "ipv6_any_entries", "any_churn", "ipv6_churn", "ipv6_any_churn",
     "create_mean_processing", "until_resolved", "notes", "origins", "time_scale", "pod_start_spread", "arrivals",
-    "calibration", "api_rate_limit", "create_limiter",
+    "calibration", "api_rate_limit", "create_limiter", "arrival_schedule", "delete_schedule",
 )  # fmt: skip
 
 
@@ -377,6 +390,8 @@ def resolve(g: Given) -> Scenario:
         origins=tuple(origins.items()),
         calibration=g.calibration.path if g.calibration is not None else None,
         arrivals=_arrivals(g, horizon_s),
+        arrival_schedule=g.arrival_schedule,
+        delete_schedule=g.delete_schedule,
         given=g,
     )
 
@@ -386,6 +401,8 @@ def _arrivals(g: Given, horizon: float) -> tuple[float, ...]:
     a = g.arrivals
     if not a:
         return ()
+    if g.arrival_schedule is not None:
+        raise InputError("the pods come at their own times here: a schedule of more is not taken", "arrival_schedule")
     if len(a) != g.pods:
         raise InputError(f"arrivals: {len(a):,} times for {g.pods:,} pods")
     if not 0.0 <= a[0] <= a[-1] <= horizon or list(a) != sorted(a):

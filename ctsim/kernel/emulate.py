@@ -311,6 +311,9 @@ def check(s: Scenario, time_scale: float) -> None:
     """What ``ctsim emulate`` can run, named by flag, before any map is made."""
     if s.dual_stack:
         raise InputError("ctsim emulate runs the IPv4 family only", "ipv6_entries")
+    for name in ("arrival_schedule", "delete_schedule"):
+        if getattr(s, name) is not None:
+            raise InputError("ctsim emulate plays the burst at t=0 only (ctsim run plays a schedule)", name)
     if s.pods > MAX_EMULATED_PODS:
         raise InputError(f"ctsim emulate runs at most {MAX_EMULATED_PODS} pods (one thread each)", "pods")
     if s.map(MapType.IPV4_TCP).entries < 1:

@@ -18,6 +18,7 @@ from ctsim.inputs.scenario import MapInputs, Scenario
 from ctsim.sim.clock import advance, process_after, start_processes
 from ctsim.sim.connections import TICK_SECONDS, ConnectionChurn
 from ctsim.sim.ctmap import new_map
+from ctsim.sim.deletion import Deletion, delete_running_pod
 from ctsim.sim.gc import GCHistory, GCPass, run_gc
 from ctsim.sim.intervals import RetryIntervals
 from ctsim.sim.kubelet import pod_worker
@@ -109,7 +110,14 @@ class Model:
             env.process(self._sample(self.trace_every / k))
         spread, arrivals = s.clock.pod_start_spread, s.arrivals
         self.pods = [new_pod(i, s.pods, s.seed, spread, arrivals[i] / k if arrivals else None) for i in range(s.pods)]
-        self.node.unready = s.pods
+        if s.arrival_schedule is not None:  # after the burst's, numbered on
+            times = s.arrival_schedule.times()
+            self.pods += [new_pod(s.pods + j, s.pods, s.seed, spread, t / k) for j, t in enumerate(times)]
+        self.deletions = (
+            [] if s.delete_schedule is None else [Deletion(j, t / k) for j, t in enumerate(s.delete_schedule.times())]
+        )
+        self.node.unready = len(self.pods)
+        self.node.undeleted = len(self.deletions)
         self.intervals = RetryIntervals(self.node.retry_intervals, self.gather)
         self.intervals.replay = partial(_gather, s, self.trace_every, self.parking)
         self.ended_because = "horizon"
@@ -147,12 +155,18 @@ class Model:
         all_ready = self.node.all_ready = env.event()
         all_ready.callbacks.append(lambda _: end("resolved"))
         settle = STORM_SETTLE / self.scenario.time_scale
-        # Pods given their own arrival times (a backtest) may still be coming: the storm is not settled before.
-        last_arrival = self.pods[-1].created_at if self.scenario.arrivals else 0.0
+        # Pods given their own arrival times (a backtest, --arrivals) or deletions may still be coming: the storm
+        # is not settled before.
+        s = self.scenario
+        last_arrival = max(
+            self.pods[-1].created_at if s.arrivals or s.arrival_schedule is not None else 0.0,
+            self.deletions[-1].asked_at if self.deletions else 0.0,
+        )
 
         def check(passed: float) -> None:
             """At ``settle`` past the first pass's end (``passed``), then past each pod's Ready after it."""
             ready = max((p.ready_at for p in self.pods if p.ready_at is not None), default=0.0)
+            ready = max((d.deleted_at for d in self.deletions if d.deleted_at is not None), default=ready)
             since = max(ready, passed, last_arrival)
             if env.now - since >= settle:
                 end("settled")
@@ -171,6 +185,9 @@ class Model:
         node, env, parked = self.node, self.env, self.parked
         for pod in self.pods:
             process_after(env, pod.created_at, pod_worker(node, pod, deadline, parked), unwatched=True)
+        seed = self.scenario.seed
+        for d in self.deletions:
+            process_after(env, d.asked_at, delete_running_pod(node, d, deadline, seed), unwatched=True)
 
     def _gc_pass(self) -> Generator[simpy.Event, object, tuple[int, int, float]]:
         """``runGC`` over ``GlobalMaps(ipv4, ipv6)``: every family, one ratio (the max over all maps)."""
@@ -282,6 +299,7 @@ class Model:
             extra={"tcp_cohorts_at_end": node.families[0].maps[0].cohorts},
             retry_intervals=self.intervals,
             latency=node.latency,
+            deletions=self.deletions,
             limiter_waits={lim.core.name: lim.waits for lim in (node.endpoint_create, node.endpoint_delete)},
         )
 

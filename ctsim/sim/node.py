@@ -73,12 +73,20 @@ class Node:
     endpoint_delete: APILimiter = field(init=False)
     build_permits: FIFOLock = field(init=False)
     unready: int = 0  # pods not Ready yet
+    undeleted: int = 0  # running pods whose deletion was asked for (or will be) and has not succeeded
     all_ready: simpy.Event | None = None  # succeeds when the last pod becomes Ready (a run that waits for it)
     retry_intervals: array[float] = field(default_factory=lambda: array("d"))  # 8 bytes per retry (sim/intervals)
 
     def pod_ready(self) -> None:
         self.unready -= 1
-        if self.unready == 0 and self.all_ready is not None:
+        self._resolved()
+
+    def pod_deleted(self) -> None:
+        self.undeleted -= 1
+        self._resolved()
+
+    def _resolved(self) -> None:
+        if self.unready == 0 and self.undeleted == 0 and self.all_ready is not None:
             self.all_ready.succeed()
 
     def __post_init__(self) -> None:

@@ -11,6 +11,7 @@ from ctsim.core.maptype import MapType
 from ctsim.core.projection import FamilyWalk, scrub_seconds
 from ctsim.core.rate import LimiterCore
 from ctsim.inputs.scenario import Scenario
+from ctsim.sim.deletion import Deletion
 from ctsim.sim.gc import GCHistory, GCPass
 from ctsim.sim.intervals import RetryIntervals
 from ctsim.sim.latency import Latencies, NodeLatencies
@@ -205,6 +206,21 @@ class Result:
     retry_intervals: RetryIntervals = field(default_factory=RetryIntervals)
     latency: NodeLatencies = field(default_factory=NodeLatencies)
     limiter_waits: dict[str, Latencies] = field(default_factory=dict)  # by api_call
+    deletions: list[Deletion] = field(default_factory=list)  # --deletes: each running pod deleted
+
+    def deletes(self) -> dict[str, Any]:
+        """JSON ``deletes``: how the deletions went, from kubelet's ask to the DEL that succeeded."""
+        took = Latencies()
+        for d in self.deletions:
+            if d.latency is not None:
+                took.add(d.latency)
+        return {
+            "requested": len(self.deletions),
+            "deleted": len(took),
+            "pending": sum(d.deleted_at is None and d.asked_at <= self.ended_at for d in self.deletions),
+            "del_attempts": sum(d.attempts for d in self.deletions),
+            "delete_latency_s": took.to_dict(),
+        }
 
     def latency_figures(self) -> dict[str, Any]:
         """JSON ``latency_s``: each figure's p50, p90 and max (None where nothing was observed)."""
@@ -318,6 +334,7 @@ class Result:
                 "del_404": c.del_404,
                 "del_timeouts": c.del_timeouts,
             },
+            **({"deletes": self.deletes()} if self.scenario.delete_schedule is not None else {}),
             "latency_s": self.latency_figures(),
             "latency_series": LATENCY_SERIES,
             "lock": {

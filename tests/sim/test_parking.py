@@ -34,6 +34,8 @@ scenarios = st.fixed_dictionaries(
         "profile": st.sampled_from(["cilium-1.16", "cilium-1.18"]),
         "horizon": st.sampled_from(["20m", "1h", "2h"]),
         "seed": st.integers(0, 2**16),
+        "arrival_schedule": st.sampled_from([None, None, "1/s for 1m", "0.2/s for 10m"]),
+        "delete_schedule": st.sampled_from([None, None, "1/min for 10m", "6/min for 5m"]),
     }
 )
 
