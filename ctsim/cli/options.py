@@ -139,6 +139,25 @@ SCENARIO_FLAGS: dict[str, tuple[Any, Any]] = {
         ],
         None,
     ),
+    "ct_fill_signals": (
+        Annotated[
+            Str,
+            _opt(
+                "The datapath's CT-fill signals, per family (ipv4=6/h,ipv6=1/h: cilium_signals_handled_total"
+                '{signal_type="ct_fill_up"}): each wakes the GC for an early pass. 1.19 sends none; from 1.17.9 '
+                "and 1.18.3 only on -ENOMEM (the rate given is taken as those).",
+                "FAMILY=RATE",
+            ),
+        ],
+        None,
+    ),
+    "nat_fill_signals": (
+        Annotated[
+            Str,
+            _opt("The datapath's NAT-fill signals, as --ct-fill-signals (every release sends them).", "FAMILY=RATE"),
+        ],
+        None,
+    ),
     "delete_schedule": (
         Annotated[
             Str,

@@ -236,8 +236,13 @@ def render(r: Result, console: Terminal | None = None, mitigations: list[Mitigat
     intervals = [format_duration(i) for i in r.gc.intervals]
     if len(intervals) > 12:
         intervals = [*intervals[:6], "…", *intervals[-5:]]
+    runs = ""
+    if len(r.families) > 1 or r.signals is not None:
+        per = ", ".join(f"{name} {n}" for name, n in r.gc.runs([f.name for f in r.families]).items())
+        signalled = sum(p.woken_by == "signal" for p in r.gc.passes)
+        runs = f" ({per}; {signalled} woken by a signal)" if r.signals is not None else f" ({per})"
     console.print(
-        f"GC: {_n(len(r.gc.passes), 'pass', 'passes')}, "
+        f"GC: {_n(len(r.gc.passes), 'pass', 'passes')}{runs}, "
         f"intervals {' → '.join(intervals) if intervals else '(no pass ran)'}; "
         f"table {r.entries_at_start:,} → {r.entries_at_end:,} entries ({r.expired_at_end:,} expired), "
         f"{r.live_evicted:,} live entries evicted by LRU"

@@ -77,7 +77,7 @@ class GCPolicy:
     see the numbers Go sees, and a month-long interval stays exact.
     """
 
-    __slots__ = ("_cached_interval_ns", "_fixed_interval_ns", "_max_interval_ns", "capped_cache")
+    __slots__ = ("_cached_interval_ns", "_fixed_interval_ns", "_full_gc_ttl_ns", "_max_interval_ns", "capped_cache")
     fixed_interval = _Duration()
     max_interval = _Duration()
     cached_interval = _Duration()
@@ -91,6 +91,49 @@ class GCPolicy:
     ) -> None:
         self.fixed_interval, self.max_interval, self.cached_interval = fixed_interval, max_interval, cached_interval
         self.capped_cache = capped_cache
+        self._full_gc_ttl_ns = 0  # forceFullGCTTL: when the next full pass is due (v1.18.2+), the zero time at start
+
+    def after_pass(self, actual_prev: float, max_delete_ratio: float, full: bool, now: float) -> float:
+        """The wait after a pass that may have walked only some families (a signalled one).
+
+        Up to v1.18.1 every pass, full or not, computes ``GetInterval`` and
+        the loop waits a fresh ``time.After`` of it: a signalled pass resets
+        the clock, so while signals come faster than the interval the full
+        pass never does (cilium #40820). From v1.18.2 (529cdc9a96, backport
+        caa264c05c) a full pass caches the interval and sets the deadline of
+        the next; a partial one keeps counting down to that deadline, unless
+        its own interval is shorter, which it then caches (gc.go:196-227 at
+        5bd307a8f6).
+        """
+        if not self.capped_cache:
+            return self.get_interval(actual_prev, max_delete_ratio)
+        interval = self._interval_ns(actual_prev, max_delete_ratio)
+        now_ns = to_duration(now)
+        if full:
+            self._cached_interval_ns = interval
+            self._full_gc_ttl_ns = now_ns + interval
+        else:
+            remaining = max(0, self._full_gc_ttl_ns - now_ns)
+            if remaining < interval:
+                interval = remaining
+            else:
+                self._cached_interval_ns = interval
+        return interval / _NS
+
+    def _interval_ns(self, actual_prev: float, max_delete_ratio: float) -> int:
+        """``GetInterval`` without side effects (v1.18.2+), capped."""
+        if self._fixed_interval_ns > 0:
+            return self._fixed_interval_ns
+        expected, ratio = self._cached_interval_ns, max_delete_ratio
+        actual = to_duration(actual_prev)
+        if expected == 0:
+            expected = _STARTING_NS
+        elif 0 < actual < expected:
+            ratio *= float(expected) / float(actual)
+        interval = _calculate_interval_ns(expected, ratio)
+        if self._max_interval_ns > 0 and interval > self._max_interval_ns:
+            interval = self._max_interval_ns
+        return interval
 
     def get_interval(self, actual_prev: float, max_delete_ratio: float) -> float:
         """``GetInterval``: the next interval (seconds) from the pass that just ran.

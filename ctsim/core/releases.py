@@ -108,13 +108,6 @@ class ReleaseRules(NamedTuple):
     def unplayed(self) -> list[str]:
         """What this release does that the model does not play, in words a run's note can carry."""
         out = []
-        if self.ct_fill_signal is not CTFillSignal.ANY_FAILURE or self.gc_walks_all_families:
-            fill = {
-                CTFillSignal.ENOMEM: "a failed CT insert signals an early GC pass only on -ENOMEM",
-                CTFillSignal.NEVER: "a failed CT insert never signals an early GC pass",
-            }.get(self.ct_fill_signal, "a failed CT insert signals an early GC pass")
-            walks = "; a signalled pass walks every family" if self.gc_walks_all_families else ""
-            out.append(f"{fill}{walks} (the model plays no datapath signal)")
         if self.gc_after_endpoint_restore:
             out.append("the GC starts once restored endpoints have regenerated (a run restores none)")
         return out

@@ -36,6 +36,7 @@ from ctsim.core.quantity import parse_count, parse_duration, parse_float
 from ctsim.core.releases import Release, parse_release
 from ctsim.inputs.churn import ChurnSchedule, parse_churn
 from ctsim.inputs.presets import get_preset
+from ctsim.inputs.signal_rates import SignalRates, parse_signal_rates
 from ctsim.inputs.workload import PodSchedule, parse_pod_schedule
 
 
@@ -85,6 +86,8 @@ class Given:
     create_limiter: LimiterState | None = None  # endpoint-create now, as the agent reports it (a warm agent)
     arrival_schedule: PodSchedule | None = None  # --arrivals: pods created over time, beside the burst at t=0
     delete_schedule: PodSchedule | None = None  # --deletes: running pods deleted over time
+    ct_fill_signals: SignalRates | None = None  # the datapath's SIGNAL_CT_FILL_UP, per family
+    nat_fill_signals: SignalRates | None = None  # and its SIGNAL_NAT_FILL_UP
     # When each pod reached CNI ADD, in seconds from t=0 (``ctsim backtest``: the pods as the node saw them come);
     # empty: ``pods`` pods within kubelet's start spread. Not a flag.
     arrivals: tuple[float, ...] = ()
@@ -180,6 +183,8 @@ PARSERS: dict[str, Callable[[str], object]] = {
     "ipv6_any_churn": _churn("--ipv6-any-churn"),
     "arrival_schedule": _pods_over_time("--arrivals"),
     "delete_schedule": _pods_over_time("--deletes"),
+    "ct_fill_signals": lambda text: parse_signal_rates(text, "--ct-fill-signals"),
+    "nat_fill_signals": lambda text: parse_signal_rates(text, "--nat-fill-signals"),
     "conn_duration": _duration("--conn-duration", maximum=MAX_HORIZON),
     "deadline": _duration("--deadline", minimum=1.0, maximum=MAX_DEADLINE),
     "horizon": _duration("--horizon", maximum=MAX_HORIZON),
@@ -247,6 +252,8 @@ def flag_text(name: str, value: object) -> str:
         return str(value)
     if isinstance(value, bool):
         return str(value).lower()
+    if isinstance(value, SignalRates):
+        return ",".join(f"{family}={_number(rate)}/s" for family, rate in value.rates)
     if isinstance(value, PodSchedule):
         return ", ".join(f"{_number(rate)}/s for {_number(span)}s" for rate, span in value.segments)
     if isinstance(value, ChurnSchedule):

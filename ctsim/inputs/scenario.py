@@ -33,11 +33,12 @@ from ctsim.core.profiles import DEFAULT_PROFILE, Profile, get_profile, profile_f
 from ctsim.core.projection import FamilyWalk, scrub_seconds
 from ctsim.core.quantity import format_bytes, format_duration
 from ctsim.core.rate import APILimiterParameters
-from ctsim.core.releases import IntervalCache, Release, newest, played, rules
+from ctsim.core.releases import CTFillSignal, IntervalCache, Release, ReleaseRules, newest, played, rules
 from ctsim.core.sizing import ct_map_sizes
 from ctsim.inputs.churn import ChurnSchedule
 from ctsim.inputs.given import AgentState, Given, parse_given
 from ctsim.inputs.presets import DEFAULT_PRESET, Preset, get_preset
+from ctsim.inputs.signal_rates import SignalRates
 from ctsim.inputs.workload import PodSchedule
 
 DEFAULT_HORIZON = 3600.0  # what capacity planning's burst searches run for
@@ -120,6 +121,8 @@ class Scenario:
     arrivals: tuple[float, ...] = ()  # each pod's first CNI ADD, seconds from t=0 (empty: within pod_start_spread)
     arrival_schedule: PodSchedule | None = None  # more pods created over time, after the burst's (--arrivals)
     delete_schedule: PodSchedule | None = None  # running pods deleted over time (--deletes)
+    ct_fill_signals: SignalRates | None = None  # the datapath's CT-fill signals as given (the release gates them)
+    nat_fill_signals: SignalRates | None = None
     calibration: str | None = None  # the calibration file, when one was given
     # What the user gave, parsed: variants of this node (plan, mitigations, sweeps) replace its numbers.
     given: Given = field(default_factory=lambda: Given(), compare=False, repr=False)
@@ -135,6 +138,15 @@ class Scenario:
             horizon=self.horizon / k,
             pod_start_spread=self.pod_start_spread / k,
         )
+
+    def signals_sent(self, r: ReleaseRules) -> tuple[tuple[str, float], ...]:
+        """The fill-up signals this release's datapath sends: (family, per second), CT's then NAT's."""
+        sent: list[tuple[str, float]] = []
+        if self.ct_fill_signals is not None and r.ct_fill_signal is not CTFillSignal.NEVER:
+            sent += self.ct_fill_signals.rates
+        if self.nat_fill_signals is not None:
+            sent += self.nat_fill_signals.rates
+        return tuple(sent)
 
     def origin(self, name: str) -> Origin | None:
         return dict(self.origins).get(name)
@@ -208,6 +220,12 @@ class Scenario:
             d["arrivals"] = list(self.arrivals)
         else:
             d.pop("arrivals")
+        for name in ("ct_fill_signals", "nat_fill_signals"):
+            rates = getattr(self, name)
+            if rates is None:
+                d.pop(name)
+            else:
+                d[name] = {family: per_second for family, per_second in rates.rates}
         for name in ("arrival_schedule", "delete_schedule"):
             schedule = getattr(self, name)
             if schedule is None:
@@ -229,7 +247,8 @@ _JSON_ORDER = (
     "gc_first_pass", "gc_max_interval", "regeneration_seconds", "cores", "node_memory", "map_ratio", "horizon",
     "seed", "any_entries", "bucket_seconds", "ipv6_any_entries", "any_churn", "ipv6_churn", "ipv6_any_churn",
     "create_mean_processing", "until_resolved", "notes", "origins", "time_scale", "pod_start_spread", "arrivals",
-    "calibration", "api_rate_limit", "create_limiter", "arrival_schedule", "delete_schedule",
+    "calibration", "api_rate_limit", "create_limiter", "arrival_schedule", "delete_schedule", "ct_fill_signals",
+    "nat_fill_signals",
 )  # fmt: skip
 
 
@@ -343,6 +362,7 @@ def resolve(g: Given) -> Scenario:
         for family, (tcp, any_) in (("ipv4", maps[:2]), ("ipv6", maps[2:]))[: len(maps) // 2]
     ]
     create, delete = _limiters(g, notes)
+    _signals(g, release, notes)
     mean, origins["limiter"] = _warm_limiter(g.agent_state, walks, regen_s, deadline_s, create.mean_over)
     if g.api_rate_limit is not None:
         origins["limiter"] = origins["limiter"].amended(", with --api-rate-limit's parameters")
@@ -392,6 +412,8 @@ def resolve(g: Given) -> Scenario:
         arrivals=_arrivals(g, horizon_s),
         arrival_schedule=g.arrival_schedule,
         delete_schedule=g.delete_schedule,
+        ct_fill_signals=g.ct_fill_signals,
+        nat_fill_signals=g.nat_fill_signals,
         given=g,
     )
 
@@ -585,6 +607,23 @@ def _release(g: Given, notes: list[str], said: Callable[[str], Origin]) -> tuple
     if unplayed:
         notes.append(f"{release} also, and the model does not play it: {'; '.join(unplayed)}")
     return release, prof, origin
+
+
+def _signals(g: Given, release: Release, notes: list[str]) -> None:
+    """The fill-up signals given: each family the node has; what the release sends of them, said."""
+    for name, rates in (("ct_fill_signals", g.ct_fill_signals), ("nat_fill_signals", g.nat_fill_signals)):
+        if rates is not None and "ipv6" in rates.families and g.ipv6_entries is None:
+            raise InputError("ipv6 is signalled, and the node has no IPv6 family (give --ipv6-entries)", name)
+    if g.ct_fill_signals is None:
+        return
+    fill = rules(release).ct_fill_signal
+    if fill is CTFillSignal.NEVER:
+        notes.append(f"--ct-fill-signals plays none: {release} never sends a CT-fill signal (01dbe8dae0)")
+    elif fill is CTFillSignal.ENOMEM:
+        notes.append(
+            f"--ct-fill-signals taken as the inserts that failed with -ENOMEM: only those signal on {release} "
+            "(e26284484c)"
+        )
 
 
 def _limiters(g: Given, notes: list[str]) -> tuple[APILimiterParameters, APILimiterParameters]:

@@ -30,12 +30,16 @@ class PodSchedule:
         return left_sum(d for _, d in self.segments)
 
     def times(self) -> tuple[float, ...]:
-        """Each pod's time, ascending: ``start + k / rate`` for the k-th pod of each segment."""
-        out: list[float] = []
+        """Each pod's slot, ascending: ``start + k / rate`` for the k-th pod of each segment."""
+        return tuple(t for t, _ in self.slots())
+
+    def slots(self) -> tuple[tuple[float, float], ...]:
+        """Each pod's slot: (its start, its width ``1 / rate``); the model jitters each in its slot's first half."""
+        out: list[tuple[float, float]] = []
         start = 0.0
         for rate, duration in self.segments:
             n = math.floor(rate * duration + EPSILON) if rate > 0 else 0
-            out.extend(start + k / rate for k in range(n))
+            out.extend((start + k / rate, 1 / rate) for k in range(n))
             start += duration
         return tuple(out)
 

@@ -38,6 +38,15 @@ class Deletion:
         return None if self.deleted_at is None else self.deleted_at - self.asked_at
 
 
+def deletions(slots: tuple[tuple[float, float], ...], seed: int, time_scale: float = 1.0) -> list[Deletion]:
+    """One deletion per slot (start, width), asked for within the slot's first half, as a pod arrives in its own."""
+    return [Deletion(j, (t + 0.5 * _draws(seed, j).random() * w) / time_scale) for j, (t, w) in enumerate(slots)]
+
+
+def _draws(seed: int, index: int) -> Draws:
+    return Draws(seed * 1_000_003 + 500_000 + index)  # the deletion's own stream, apart from the pods'
+
+
 def running_sandbox(node: Node, index: int) -> Sandbox:
     """A sandbox that ran before the run: its endpoint made and regenerated long ago."""
     return Sandbox(pod=index, attempt=0, endpoint=Endpoint(lock=FIFOLock(node.env)))
@@ -48,7 +57,8 @@ def delete_running_pod(
 ) -> Generator[simpy.Event, object, None]:
     """DEL until one succeeds (an answer, or a 404); back-off between; started at ``deletion.asked_at``."""
     sandbox = running_sandbox(node, deletion.index)
-    rng = Draws(seed * 1_000_003 + 500_000 + deletion.index)  # its own stream, apart from the pods'
+    rng = _draws(seed, deletion.index)
+    rng.random()  # the draw that placed it in its slot
     while True:
         deletion.attempts += 1
         done = yield from cni_del(node, sandbox, timeout_s=deadline_s)

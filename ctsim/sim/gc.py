@@ -3,7 +3,11 @@
 Source: ``pkg/maps/ctmap/gc/gc.go`` (``enableGC``, ``runGC``) in v1.16.5. One
 GC goroutine walks every global map of every enabled family, IPv4 then IPv6,
 and adapts one interval (``ctsim.core.gc_interval``) from the largest ratio
-over all of them.
+over all of them. Where the datapath signals a family's map filling up
+(``ctsim.sim.signals``), a pass for the signalled families comes early
+(``run_gc_signalled``): up to 1.18 it walks only those, from 1.19.0 every
+family (1b95bf097d); what it does to the full pass's clock is the
+release's (``GCPolicy.after_pass``).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import simpy
 
 from ctsim.core.gc_interval import GCPolicy
 from ctsim.sim.clock import advance
+from ctsim.sim.signals import GCSignals
 
 
 @dataclass(slots=True)
@@ -25,6 +30,9 @@ class GCPass:
     deleted: int
     max_delete_ratio: float
     interval_after: float
+    families: tuple[str, ...] = ()  # the families it walked, in walk order
+    ratios: tuple[float, ...] = ()  # each walked family's largest delete ratio, in that order
+    woken_by: str = "timer"  # the interval's timer, or a datapath "signal"
 
 
 @dataclass
@@ -36,13 +44,29 @@ class GCHistory:
     def intervals(self) -> list[float]:
         return [p.interval_after for p in self.passes]
 
+    def runs(self, families: list[str]) -> dict[str, int]:
+        """Passes that walked each family (``cilium_datapath_conntrack_gc_runs_total`` counts each map's walk)."""
+        return {f: sum(f in p.families for p in self.passes) for f in families}
+
+    def ratios(self, families: list[str]) -> dict[str, list[float]]:
+        """Each family's largest delete ratio in each pass that walked it."""
+        out: dict[str, list[float]] = {f: [] for f in families}
+        for p in self.passes:
+            for f, r in zip(p.families, p.ratios, strict=True):
+                out[f].append(r)
+        return out
+
+
+WalkPass = Callable[[tuple[str, ...]], Generator[simpy.Event, object, tuple[int, int, tuple[float, ...]]]]
+
 
 def run_gc(
     env: simpy.Environment,
-    walk_pass: Callable[[], Generator[simpy.Event, object, tuple[int, int, float]]],
+    walk_pass: WalkPass,
     policy: GCPolicy,
     first_pass_at: float,
     history: GCHistory,
+    families: tuple[str, ...],
     time_scale: float = 1.0,
 ) -> Generator[simpy.Event, object, None]:
     """The GC goroutine: pass, adapt the interval, sleep, repeat.
@@ -51,21 +75,65 @@ def run_gc(
     The sleep starts when the pass ends; the actual interval handed to
     ``GetInterval`` is from pass start to pass start (``gcStart.Sub(gcPrev)``).
 
-    ``walk_pass`` walks every global map of every family and returns
-    (entries walked, entries deleted, max delete ratio over all maps).
+    ``walk_pass`` walks every global map of the families it is given and
+    returns (entries walked, entries deleted, each family's max delete ratio).
     """
     if first_pass_at > 0:
         yield env.timeout(first_pass_at / time_scale)
     previous_start: float | None = None
     while True:
         start = env.now
-        walked, deleted, ratio = yield from walk_pass()
+        walked, deleted, ratios = yield from walk_pass(families)
+        ratio = max(ratios)
         actual = (start - previous_start) * time_scale if previous_start is not None else 0.0
         interval = policy.get_interval(actual, ratio)
-        done = GCPass(start, env.now, walked, deleted, ratio, interval)
+        done = GCPass(start, env.now, walked, deleted, ratio, interval, families, ratios)
         history.passes.append(done)
         if history.on_pass is not None:
             history.on_pass(done)
         previous_start = start
         if not advance(env, interval / time_scale):  # a quiet stretch: passes back to back, no events
             yield env.timeout(interval / time_scale)
+
+
+def run_gc_signalled(
+    env: simpy.Environment,
+    walk_pass: WalkPass,
+    policy: GCPolicy,
+    first_pass_at: float,
+    history: GCHistory,
+    families: tuple[str, ...],
+    signals: GCSignals,
+    walks_all: bool,
+    time_scale: float = 1.0,
+) -> Generator[simpy.Event, object, None]:
+    """The GC goroutine where the datapath signals: ``select`` on the interval's timer and a signal.
+
+    A timer wake-up passes over every family; a signal over the families
+    signalled while it waited, or, from 1.19.0 (``walks_all``), over every
+    family all the same, though the pass still counts as partial
+    (``isFullGC`` reads the signalled families). Signals are muted while a
+    pass runs.
+    """
+    wait = first_pass_at
+    previous_start: float | None = None
+    while True:
+        flagged, woken_by = families, "timer"
+        if wait > 0:
+            timer = env.timeout(wait / time_scale)
+            signal = signals.wait()
+            yield env.any_of([timer, signal])
+            signalled = signals.woken()
+            if signal.triggered and not timer.processed:
+                flagged, woken_by = tuple(f for f in families if f in signalled), "signal"
+        walked_families = families if walks_all else flagged
+        start = env.now
+        walked, deleted, ratios = yield from walk_pass(walked_families)
+        ratio = max(ratios)
+        actual = (start - previous_start) * time_scale if previous_start is not None else 0.0
+        wait = policy.after_pass(actual, ratio, full=flagged == families, now=env.now * time_scale)
+        done = GCPass(start, env.now, walked, deleted, ratio, wait, walked_families, ratios, woken_by)
+        history.passes.append(done)
+        if history.on_pass is not None:
+            history.on_pass(done)
+        previous_start = start

@@ -18,8 +18,8 @@ from ctsim.inputs.scenario import MapInputs, Scenario
 from ctsim.sim.clock import advance, process_after, start_processes
 from ctsim.sim.connections import TICK_SECONDS, ConnectionChurn
 from ctsim.sim.ctmap import new_map
-from ctsim.sim.deletion import Deletion, delete_running_pod
-from ctsim.sim.gc import GCHistory, GCPass, run_gc
+from ctsim.sim.deletion import delete_running_pod, deletions
+from ctsim.sim.gc import GCHistory, GCPass, run_gc, run_gc_signalled
 from ctsim.sim.intervals import RetryIntervals
 from ctsim.sim.kubelet import pod_worker
 from ctsim.sim.lock import GlobalDeleteLock
@@ -27,6 +27,7 @@ from ctsim.sim.node import Family, Node
 from ctsim.sim.parking import Parking
 from ctsim.sim.pod import Pod, new_pod
 from ctsim.sim.result import STALL, Advice, FamilyResult, LimiterEnd, Result, verdict
+from ctsim.sim.signals import GCSignals, signal_source
 from ctsim.sim.walk import walk
 
 
@@ -60,7 +61,6 @@ class Model:
         self.env = env = simpy.Environment()
         k = s.time_scale
         families = [_family(env, name, maps, s.expired_fraction) for name, maps in s.families().items()]
-        family = families[0]
         self.node = Node(
             env=env,
             families=families,
@@ -89,9 +89,21 @@ class Model:
             cached_interval=s.gc_initial_interval,
             capped_cache=rules(s.release).interval_cache is IntervalCache.CAPPED,
         )
-        # One family: its walk is the pass (the same steps, one generator fewer on every pass).
-        walk_pass = partial(walk, self.node, family, collect_garbage=True) if len(families) == 1 else self._gc_pass
-        env.process(run_gc(env, walk_pass, policy, s.gc_first_pass, self.gc, k))
+        names = tuple(f.name for f in families)
+        release = rules(s.release)
+        sent = s.signals_sent(release)
+        if sent:
+            self.signals: GCSignals | None = GCSignals(env)
+            for name, per_second in sent:
+                env.process(signal_source(env, self.signals, name, per_second, s.horizon, k))
+            gc_loop = run_gc_signalled(
+                env, self._gc_pass, policy, s.gc_first_pass, self.gc, names, self.signals,
+                release.gc_walks_all_families, k,
+            )  # fmt: skip
+        else:
+            self.signals = None
+            gc_loop = run_gc(env, self._gc_pass, policy, s.gc_first_pass, self.gc, names, k)
+        env.process(gc_loop)
         simulated = [m for f in families for m in f.maps]  # in s.maps' order
         feeds = [
             (ctmap, m.churn, CT_TIMEOUT_TCP_FIN if m.type.tcp else CT_TIMEOUT_ANY)
@@ -110,12 +122,10 @@ class Model:
             env.process(self._sample(self.trace_every / k))
         spread, arrivals = s.clock.pod_start_spread, s.arrivals
         self.pods = [new_pod(i, s.pods, s.seed, spread, arrivals[i] / k if arrivals else None) for i in range(s.pods)]
-        if s.arrival_schedule is not None:  # after the burst's, numbered on
-            times = s.arrival_schedule.times()
-            self.pods += [new_pod(s.pods + j, s.pods, s.seed, spread, t / k) for j, t in enumerate(times)]
-        self.deletions = (
-            [] if s.delete_schedule is None else [Deletion(j, t / k) for j, t in enumerate(s.delete_schedule.times())]
-        )
+        if s.arrival_schedule is not None:  # after the burst's, numbered on, each jittered within its slot
+            slots = s.arrival_schedule.slots()
+            self.pods += [new_pod(s.pods + j, s.pods, s.seed, spread, t / k, w / k) for j, (t, w) in enumerate(slots)]
+        self.deletions = [] if s.delete_schedule is None else deletions(s.delete_schedule.slots(), s.seed, k)
         self.node.unready = len(self.pods)
         self.node.undeleted = len(self.deletions)
         self.intervals = RetryIntervals(self.node.retry_intervals, self.gather)
@@ -189,14 +199,16 @@ class Model:
         for d in self.deletions:
             process_after(env, d.asked_at, delete_running_pod(node, d, deadline, seed), unwatched=True)
 
-    def _gc_pass(self) -> Generator[simpy.Event, object, tuple[int, int, float]]:
-        """``runGC`` over ``GlobalMaps(ipv4, ipv6)``: every family, one ratio (the max over all maps)."""
+    def _gc_pass(self, names: tuple[str, ...]) -> Generator[simpy.Event, object, tuple[int, int, tuple[float, ...]]]:
+        """``runGC`` over ``GlobalMaps(ipv4, ipv6)`` for the pass's families: each one's ratio (max over its maps)."""
         walked = deleted = 0
-        ratio = 0.0
+        ratios = []
         for family in self.node.families:
-            w, d, r = yield from walk(self.node, family, collect_garbage=True)
-            walked, deleted, ratio = walked + w, deleted + d, max(ratio, r)
-        return walked, deleted, ratio
+            if family.name in names:
+                w, d, r = yield from walk(self.node, family, collect_garbage=True)
+                walked, deleted = walked + w, deleted + d
+                ratios.append(r)
+        return walked, deleted, tuple(ratios)
 
     def _sample(self, every: float) -> Generator[simpy.Event, None, None]:
         # A churn tick at the instant of a sample was scheduled a tick earlier; the sample's timer
@@ -300,6 +312,9 @@ class Model:
             retry_intervals=self.intervals,
             latency=node.latency,
             deletions=self.deletions,
+            signals=None
+            if self.signals is None
+            else {"handled": dict(self.signals.sent), "dropped_while_a_pass_ran": dict(self.signals.dropped)},
             limiter_waits={lim.core.name: lim.waits for lim in (node.endpoint_create, node.endpoint_delete)},
         )
 

@@ -125,15 +125,19 @@ def jitter(u: float) -> float:
     return BACKOFF * (1.0 + u * BACKOFF_JITTER)
 
 
-def new_pod(index: int, pods: int, seed: int, start_spread: float, at: float | None = None) -> Pod:
+def new_pod(index: int, pods: int, seed: int, start_spread: float, at: float | None = None, within: float = 0.0) -> Pod:
     """The ``index``-th of ``pods`` pods reaching CNI ADD within ``start_spread``, or at ``at`` when given.
 
     Arrivals are in index order, each jittered within the first half of its
     slot (so two never coincide); each pod draws from its own random stream,
     so its randomness does not depend on the order of events. A pod with its
     own arrival time draws the jitter all the same: its stream is the same.
+    ``within``: the slot of a scheduled arrival at ``at`` (``--arrivals``),
+    jittered likewise (a schedule's round instants would meet other events';
+    a pod's own instants must not, ``ctsim.sim.parking``); 0 keeps ``at``.
     """
     rng = Draws(seed * 1_000_003 + index)
-    slot = start_spread / pods
-    created_at = (index + 0.5 * rng.random()) * slot
-    return Pod(index=index, created_at=created_at if at is None else at, rng=rng)
+    u = rng.random()
+    if at is not None:
+        return Pod(index=index, created_at=at + 0.5 * u * within if within else at, rng=rng)
+    return Pod(index=index, created_at=(index + 0.5 * u) * (start_spread / pods), rng=rng)

@@ -207,6 +207,7 @@ class Result:
     latency: NodeLatencies = field(default_factory=NodeLatencies)
     limiter_waits: dict[str, Latencies] = field(default_factory=dict)  # by api_call
     deletions: list[Deletion] = field(default_factory=list)  # --deletes: each running pod deleted
+    signals: dict[str, dict[str, int]] | None = None  # fill-up signals handled and dropped (muted), by family
 
     def deletes(self) -> dict[str, Any]:
         """JSON ``deletes``: how the deletions went, from kubelet's ask to the DEL that succeeded."""
@@ -354,6 +355,11 @@ class Result:
                 "pass_starts_s": [p.start for p in self.gc.passes],
                 "deleted": [p.deleted for p in self.gc.passes],
                 "max_delete_ratios": [p.max_delete_ratio for p in self.gc.passes],
+                "pass_families": [list(p.families) for p in self.gc.passes],
+                "woken_by": [p.woken_by for p in self.gc.passes],
+                "runs": self.gc.runs([f.name for f in self.families]),
+                "delete_ratios": self.gc.ratios([f.name for f in self.families]),
+                **({"signals": self.signals} if self.signals is not None else {}),
             },
             "table": {
                 "max_entries": s.map(MapType.IPV4_TCP).max_entries,
