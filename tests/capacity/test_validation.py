@@ -1,0 +1,18 @@
+"""docs/validation.md is the model's: every report's figures and verdict regenerate byte for byte."""
+
+from __future__ import annotations
+
+from ctsim.cli import validation
+
+
+def test_the_committed_page_is_todays_model() -> None:
+    current = validation.DOC.read_text()
+    assert validation.render(current) == current, "docs/validation.md is stale: run `python -m ctsim.cli.validation`"
+
+
+def test_a_verdict_follows_from_its_checks() -> None:
+    report = validation.REPORTS[0]
+    check = report.checks[0]
+    assert validation.Outcome(report, [(check, 1.0, True)]).verdict == "reproduces"
+    assert validation.Outcome(report, [(check, 1.0, True), (check, 2.0, False)]).verdict == "partly"
+    assert validation.Outcome(report, [(check, None, False)]).verdict == "does not reproduce"
