@@ -158,6 +158,22 @@ SCENARIO_FLAGS: dict[str, tuple[Any, Any]] = {
         ],
         None,
     ),
+    "rollout": (
+        Annotated[
+            Str,
+            _opt(
+                "A rolling update of a Deployment with this many pods on the node: new pods created within "
+                "--max-surge, each old pod's DEL (a scrub) once a new one is Ready, within --max-unavailable.",
+                "COUNT",
+            ),
+        ],
+        None,
+    ),
+    "max_surge": (Annotated[Str, _opt("The rollout's maxSurge: a count or a percent (default: 25%).", "N|N%")], None),
+    "max_unavailable": (
+        Annotated[Str, _opt("The rollout's maxUnavailable: a count or a percent (default: 25%).", "N|N%")],
+        None,
+    ),
     "delete_schedule": (
         Annotated[
             Str,

@@ -183,6 +183,11 @@ def render(r: Result, console: Terminal | None = None, mitigations: list[Mitigat
     if s.arrival_schedule is not None:
         more = s.arrival_schedule
         inputs.append(("arrivals", f"{more.count:,} more pods: {more.describe()}, after the burst's  [given]"))
+    if s.rollout:
+        inputs.append(
+            ("rollout", f"{s.rollout:,} pods replaced, max surge {s.max_surge}, max unavailable {s.max_unavailable}"
+             "  [given]")
+        )  # fmt: skip
     if s.delete_schedule is not None:
         gone = s.delete_schedule
         inputs.append(("deletes", f"{gone.count:,} running pods deleted: {gone.describe()}  [given]"))
@@ -217,7 +222,14 @@ def render(r: Result, console: Terminal | None = None, mitigations: list[Mitigat
         f"DEL: {c.del_calls:,} calls, {c.del_timeouts:,} timed out"
     )
     console.print(_latency_line(r.latency_figures()))
-    if s.delete_schedule is not None:
+    if r.rollout is not None:
+        ro = r.rollout
+        done = "not done" if ro["done_at_s"] is None else f"done at {_s(ro['done_at_s'])}"
+        console.print(
+            f"Rollout: {ro['new_ready']:,} of {ro['replicas']:,} new pods Ready, {ro['old_deleted']:,} old deleted "
+            f"({ro['old_deletes_asked']:,} asked); {done}"
+        )
+    if r.deletions:
         dl = r.deletes()
         console.print(
             f"Deletes: {dl['deleted']:,} of {dl['requested']:,} running pods deleted, {dl['pending']:,} still pending, "

@@ -37,7 +37,7 @@ from ctsim.core.releases import Release, parse_release
 from ctsim.inputs.churn import ChurnSchedule, parse_churn
 from ctsim.inputs.presets import get_preset
 from ctsim.inputs.signal_rates import SignalRates, parse_signal_rates
-from ctsim.inputs.workload import PodSchedule, parse_pod_schedule
+from ctsim.inputs.workload import IntOrPercent, PodSchedule, parse_int_or_percent, parse_pod_schedule
 
 
 class AgentState(enum.StrEnum):
@@ -88,6 +88,9 @@ class Given:
     delete_schedule: PodSchedule | None = None  # --deletes: running pods deleted over time
     ct_fill_signals: SignalRates | None = None  # the datapath's SIGNAL_CT_FILL_UP, per family
     nat_fill_signals: SignalRates | None = None  # and its SIGNAL_NAT_FILL_UP
+    rollout: int | None = None  # --rollout: a Deployment's pods on this node replaced by a rolling update
+    max_surge: IntOrPercent | None = None  # its strategy (default 25%)
+    max_unavailable: IntOrPercent | None = None  # (default 25%)
     # When each pod reached CNI ADD, in seconds from t=0 (``ctsim backtest``: the pods as the node saw them come);
     # empty: ``pods`` pods within kubelet's start spread. Not a flag.
     arrivals: tuple[float, ...] = ()
@@ -185,6 +188,9 @@ PARSERS: dict[str, Callable[[str], object]] = {
     "delete_schedule": _pods_over_time("--deletes"),
     "ct_fill_signals": lambda text: parse_signal_rates(text, "--ct-fill-signals"),
     "nat_fill_signals": lambda text: parse_signal_rates(text, "--nat-fill-signals"),
+    "rollout": _count("--rollout", minimum=1, maximum=MAX_PODS),
+    "max_surge": lambda text: parse_int_or_percent(text, "--max-surge"),
+    "max_unavailable": lambda text: parse_int_or_percent(text, "--max-unavailable"),
     "conn_duration": _duration("--conn-duration", maximum=MAX_HORIZON),
     "deadline": _duration("--deadline", minimum=1.0, maximum=MAX_DEADLINE),
     "horizon": _duration("--horizon", maximum=MAX_HORIZON),
@@ -248,7 +254,7 @@ def flag_text(name: str, value: object) -> str:
         return str(value.value)
     if isinstance(value, Calibration):
         return value.path
-    if isinstance(value, Release | APIRateLimits | LimiterState):
+    if isinstance(value, Release | APIRateLimits | LimiterState | IntOrPercent):
         return str(value)
     if isinstance(value, bool):
         return str(value).lower()

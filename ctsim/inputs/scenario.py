@@ -39,7 +39,7 @@ from ctsim.inputs.churn import ChurnSchedule
 from ctsim.inputs.given import AgentState, Given, parse_given
 from ctsim.inputs.presets import DEFAULT_PRESET, Preset, get_preset
 from ctsim.inputs.signal_rates import SignalRates
-from ctsim.inputs.workload import PodSchedule
+from ctsim.inputs.workload import IntOrPercent, PodSchedule
 
 DEFAULT_HORIZON = 3600.0  # what capacity planning's burst searches run for
 UNTIL_RESOLVED_CAP = 2 * 86400.0  # with no --horizon: the longest a run waits for its burst to resolve
@@ -123,6 +123,9 @@ class Scenario:
     delete_schedule: PodSchedule | None = None  # running pods deleted over time (--deletes)
     ct_fill_signals: SignalRates | None = None  # the datapath's CT-fill signals as given (the release gates them)
     nat_fill_signals: SignalRates | None = None
+    rollout: int = 0  # a Deployment's pods replaced by a rolling update (0: none)
+    max_surge: int = 0  # resolved from --max-surge for ``rollout`` replicas
+    max_unavailable: int = 0
     calibration: str | None = None  # the calibration file, when one was given
     # What the user gave, parsed: variants of this node (plan, mitigations, sweeps) replace its numbers.
     given: Given = field(default_factory=lambda: Given(), compare=False, repr=False)
@@ -226,6 +229,12 @@ class Scenario:
                 d.pop(name)
             else:
                 d[name] = {family: per_second for family, per_second in rates.rates}
+        if self.rollout:
+            d["rollout"] = {"pods": self.rollout, "max_surge": self.max_surge, "max_unavailable": self.max_unavailable}
+        else:
+            d.pop("rollout")
+        d.pop("max_surge")
+        d.pop("max_unavailable")
         for name in ("arrival_schedule", "delete_schedule"):
             schedule = getattr(self, name)
             if schedule is None:
@@ -248,7 +257,7 @@ _JSON_ORDER = (
     "seed", "any_entries", "bucket_seconds", "ipv6_any_entries", "any_churn", "ipv6_churn", "ipv6_any_churn",
     "create_mean_processing", "until_resolved", "notes", "origins", "time_scale", "pod_start_spread", "arrivals",
     "calibration", "api_rate_limit", "create_limiter", "arrival_schedule", "delete_schedule", "ct_fill_signals",
-    "nat_fill_signals",
+    "nat_fill_signals", "rollout",
 )  # fmt: skip
 
 
@@ -414,6 +423,7 @@ def resolve(g: Given) -> Scenario:
         delete_schedule=g.delete_schedule,
         ct_fill_signals=g.ct_fill_signals,
         nat_fill_signals=g.nat_fill_signals,
+        **_rollout(g),
         given=g,
     )
 
@@ -607,6 +617,23 @@ def _release(g: Given, notes: list[str], said: Callable[[str], Origin]) -> tuple
     if unplayed:
         notes.append(f"{release} also, and the model does not play it: {'; '.join(unplayed)}")
     return release, prof, origin
+
+
+DEFAULT_SURGE = IntOrPercent(25.0, percent=True)  # a Deployment's RollingUpdate defaults
+
+
+def _rollout(g: Given) -> dict[str, int]:
+    """The rollout's replicas, surge and unavailability as counts (Kubernetes' rounding)."""
+    if g.rollout is None:
+        for name in ("max_surge", "max_unavailable"):
+            if getattr(g, name) is not None:
+                raise InputError("a rollout's strategy, with no --rollout", name)
+        return {}
+    surge = (g.max_surge or DEFAULT_SURGE).of(g.rollout, round_up=True)
+    unavailable = (g.max_unavailable or DEFAULT_SURGE).of(g.rollout, round_up=False)
+    if surge == 0 and unavailable == 0:
+        raise InputError("{param:max_surge} and {param:max_unavailable} cannot both be 0", "max_unavailable")
+    return {"rollout": g.rollout, "max_surge": surge, "max_unavailable": unavailable}
 
 
 def _signals(g: Given, release: Release, notes: list[str]) -> None:

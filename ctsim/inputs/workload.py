@@ -62,3 +62,34 @@ def parse_pod_schedule(text: str, flag: str, most: int) -> PodSchedule:
     if schedule.count > most:
         raise InputError(f"{flag}: {schedule.count:,} pods; at most {most:,}")
     return schedule
+
+
+@dataclass(frozen=True)
+class IntOrPercent:
+    """A Deployment's ``maxSurge`` / ``maxUnavailable``: a count, or a percent of the replicas."""
+
+    value: float
+    percent: bool
+
+    def of(self, replicas: int, round_up: bool) -> int:
+        """Kubernetes' ``GetScaledValueFromIntOrPercent``: maxSurge rounds up, maxUnavailable down."""
+        if not self.percent:
+            return int(self.value)
+        scaled = self.value * replicas / 100
+        return math.ceil(scaled - EPSILON) if round_up else math.floor(scaled + EPSILON)
+
+    def __str__(self) -> str:
+        return f"{self.value:g}%" if self.percent else f"{self.value:g}"
+
+
+def parse_int_or_percent(text: str, flag: str) -> IntOrPercent:
+    """``25%`` or ``3``: ASCII digits, a whole count or a percent from 0 to 100."""
+    t = text.strip()
+    percent = t.endswith("%")
+    digits = t[:-1] if percent else t
+    if not digits.isascii() or not digits.isdigit():
+        raise InputError(f"{flag}: cannot read {text!r}; write a count (3) or a percent (25%)")
+    value = int(digits)
+    if percent and value > 100:
+        raise InputError(f"{flag}: at most 100%, got {text!r}")
+    return IntOrPercent(float(value), percent)

@@ -87,7 +87,7 @@ def pod_worker(
             call = None
             if outcome is _ADD_OK:
                 pod.ready_at = env.now
-                node.pod_ready()
+                node.pod_ready(pod)
                 return
             pod.failures += 1
             step = DEL_AFTER_ADD

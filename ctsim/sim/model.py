@@ -27,6 +27,7 @@ from ctsim.sim.node import Family, Node
 from ctsim.sim.parking import Parking
 from ctsim.sim.pod import Pod, new_pod
 from ctsim.sim.result import STALL, Advice, FamilyResult, LimiterEnd, Result, verdict
+from ctsim.sim.rollout import Rollout
 from ctsim.sim.signals import GCSignals, signal_source
 from ctsim.sim.walk import walk
 
@@ -126,8 +127,15 @@ class Model:
             slots = s.arrival_schedule.slots()
             self.pods += [new_pod(s.pods + j, s.pods, s.seed, spread, t / k, w / k) for j, (t, w) in enumerate(slots)]
         self.deletions = [] if s.delete_schedule is None else deletions(s.delete_schedule.slots(), s.seed, k)
-        self.node.unready = len(self.pods)
-        self.node.undeleted = len(self.deletions)
+        self.rollout: Rollout | None = None
+        if s.rollout:
+            self.rollout = Rollout(
+                self.node, s.rollout, s.max_surge, s.max_unavailable, self._rollout_pod, s.clock.deadline, s.seed,
+                first_deletion=len(self.deletions),
+            )  # fmt: skip
+            self.node.on_ready = self.rollout.pod_ready
+        self.node.unready = len(self.pods) + s.rollout  # the rollout's pods are still to come
+        self.node.undeleted = len(self.deletions) + s.rollout
         self.intervals = RetryIntervals(self.node.retry_intervals, self.gather)
         self.intervals.replay = partial(_gather, s, self.trace_every, self.parking)
         self.ended_because = "horizon"
@@ -196,8 +204,20 @@ class Model:
         for pod in self.pods:
             process_after(env, pod.created_at, pod_worker(node, pod, deadline, parked), unwatched=True)
         seed = self.scenario.seed
+        if self.rollout is not None:
+            self.rollout.reconcile()
         for d in self.deletions:
             process_after(env, d.asked_at, delete_running_pod(node, d, deadline, seed), unwatched=True)
+
+    def _rollout_pod(self) -> Pod:
+        """A rollout's next new pod: created now, its first ADD within kubelet's start spread, as a burst's."""
+        s, env = self.scenario, self.env
+        spread = s.clock.pod_start_spread
+        pod = new_pod(len(self.pods), 1, s.seed, spread, at=env.now, within=spread)
+        self.pods.append(pod)
+        worker = pod_worker(self.node, pod, s.clock.deadline, self.parked)
+        process_after(env, pod.created_at - env.now, worker, unwatched=True)
+        return pod
 
     def _gc_pass(self, names: tuple[str, ...]) -> Generator[simpy.Event, object, tuple[int, int, tuple[float, ...]]]:
         """``runGC`` over ``GlobalMaps(ipv4, ipv6)`` for the pass's families: each one's ratio (max over its maps)."""
@@ -311,7 +331,8 @@ class Model:
             extra={"tcp_cohorts_at_end": node.families[0].maps[0].cohorts},
             retry_intervals=self.intervals,
             latency=node.latency,
-            deletions=self.deletions,
+            deletions=self.deletions + (self.rollout.deletions if self.rollout is not None else []),
+            rollout=None if self.rollout is None else self.rollout.summary(),
             signals=None
             if self.signals is None
             else {"handled": dict(self.signals.sent), "dropped_while_a_pass_ran": dict(self.signals.dropped)},

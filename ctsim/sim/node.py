@@ -9,6 +9,7 @@ processes in their own modules and take the node as their first argument.
 from __future__ import annotations
 
 from array import array
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import simpy
@@ -19,6 +20,7 @@ from ctsim.sim.ctmap import CTMap
 from ctsim.sim.latency import NodeLatencies
 from ctsim.sim.limiter import APILimiter
 from ctsim.sim.lock import FIFOLock, GlobalDeleteLock
+from ctsim.sim.pod import Pod
 
 
 @dataclass
@@ -75,10 +77,13 @@ class Node:
     unready: int = 0  # pods not Ready yet
     undeleted: int = 0  # running pods whose deletion was asked for (or will be) and has not succeeded
     all_ready: simpy.Event | None = None  # succeeds when the last pod becomes Ready (a run that waits for it)
+    on_ready: Callable[[Pod], None] | None = None  # told of each pod Ready (a rollout's controller)
     retry_intervals: array[float] = field(default_factory=lambda: array("d"))  # 8 bytes per retry (sim/intervals)
 
-    def pod_ready(self) -> None:
+    def pod_ready(self, pod: Pod) -> None:
         self.unready -= 1
+        if self.on_ready is not None:
+            self.on_ready(pod)
         self._resolved()
 
     def pod_deleted(self) -> None:

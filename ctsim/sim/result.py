@@ -207,6 +207,7 @@ class Result:
     latency: NodeLatencies = field(default_factory=NodeLatencies)
     limiter_waits: dict[str, Latencies] = field(default_factory=dict)  # by api_call
     deletions: list[Deletion] = field(default_factory=list)  # --deletes: each running pod deleted
+    rollout: dict[str, float | int | None] | None = None  # --rollout: how far it got
     signals: dict[str, dict[str, int]] | None = None  # fill-up signals handled and dropped (muted), by family
 
     def deletes(self) -> dict[str, Any]:
@@ -335,7 +336,8 @@ class Result:
                 "del_404": c.del_404,
                 "del_timeouts": c.del_timeouts,
             },
-            **({"deletes": self.deletes()} if self.scenario.delete_schedule is not None else {}),
+            **({"deletes": self.deletes()} if self.deletions else {}),
+            **({"rollout": self.rollout} if self.rollout is not None else {}),
             "latency_s": self.latency_figures(),
             "latency_series": LATENCY_SERIES,
             "lock": {

@@ -37,6 +37,7 @@ scenarios = st.fixed_dictionaries(
         "arrival_schedule": st.sampled_from([None, None, "1/s for 1m", "0.2/s for 10m"]),
         "delete_schedule": st.sampled_from([None, None, "1/min for 10m", "6/min for 5m"]),
         "ct_fill_signals": st.sampled_from([None, None, "ipv4=6/h", "ipv4=1/min"]),
+        "rollout": st.sampled_from([None, None, "5", "20"]),
     }
 )
 
