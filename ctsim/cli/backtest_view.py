@@ -55,6 +55,18 @@ def render(b: Backtest, console: Console | None = None) -> None:
         None,
         b.sandbox_failures.source,
     )
+    labels = {
+        "ct_clean_wait_ok_p50": "waitingForCTClean p50",
+        "ct_clean_wait_ok_p90": "waitingForCTClean p90",
+        "limiter_wait_endpoint_create_max": "endpoint-create wait max",
+    }
+    for name, f in b.compared_figures().items():
+        label = labels.get(name) or f"GC runs {name.removeprefix('gc_runs_')} (passes + scrubs)"
+        count = name.startswith("gc_runs_")
+        show = _n if count else _s
+        o = "— (no series)" if f["observed"] is None else show(f["observed"])
+        p = "—" if f["predicted"] is None else show(f["predicted"])
+        row(label, o, p, name if f["agreement"] else None, f["source"])
     console.print(table)
     style = {"agrees": "bold green"}.get(b.verdict, "bold red")
     console.print(

@@ -166,6 +166,65 @@ def counted(client: Client, node: str, node_label: str, metric: str, matchers: s
     return Figure(inc[0].value if inc else None, f"increase({series}): a counter reset in the window, extrapolated")
 
 
+def histogram_quantile(
+    client: Client, node: str, node_label: str, metric: str, matchers: str, q: float, w: Window
+) -> Figure:
+    """A histogram's ``q``-quantile over the window: ``histogram_quantile`` of its buckets' increase."""
+    series = _selector(client, node, node_label, f"{metric}_bucket", matchers, w.end)
+    if series is None:
+        return Figure(None, f"{metric}{{{matchers}}}: no series for this node, so none is shown")
+    span = f"{math.ceil(w.seconds)}s"
+    samples = client.query(f"histogram_quantile({q}, sum by (le) (increase({series}[{span}])))", w.end)
+    value = samples[0].value if samples else None
+    if value is None or not math.isfinite(value):
+        return Figure(None, f"{series}: no observation in the window")
+    return Figure(value, f"histogram_quantile({q}, increase({series}[{span}]))")
+
+
+def gauge_max(client: Client, node: str, node_label: str, metric: str, matchers: str, w: Window) -> Figure:
+    """A gauge's largest value over the window."""
+    series = _selector(client, node, node_label, metric, matchers, w.end)
+    if series is None:
+        return Figure(None, f"{metric}{{{matchers}}}: no series for this node, so none is shown")
+    span = f"{math.ceil(w.seconds)}s"
+    samples = client.query(f"max(max_over_time({series}[{span}]))", w.end)
+    return Figure(samples[0].value if samples else None, f"max_over_time({series}[{span}])")
+
+
+# The model's figures that a node's own series hold (``sim.result.LATENCY_SERIES``), read over the window.
+CT_CLEAN = ("cilium_endpoint_regeneration_time_stats_seconds", 'scope="waitingForCTClean"')
+LIMITER_WAIT_MAX = ("cilium_api_limiter_wait_duration_seconds", 'api_call="endpoint-create",value="max"')
+GC_RUNS = "cilium_datapath_conntrack_gc_runs_total"
+
+
+def read_figures(client: Client, node: str, node_label: str, w: Window, families: list[str]) -> dict[str, Figure]:
+    """Each figure the model computes that the node's series hold; a figure without a series says so."""
+    out = {
+        "ct_clean_wait_ok_p50": histogram_quantile(client, node, node_label, *CT_CLEAN, 0.5, w),
+        "ct_clean_wait_ok_p90": histogram_quantile(client, node, node_label, *CT_CLEAN, 0.9, w),
+        "limiter_wait_endpoint_create_max": gauge_max(client, node, node_label, *LIMITER_WAIT_MAX, w),
+    }
+    for family in families:
+        matchers = f'family="{family}",protocol="TCP",status="completed"'
+        out[f"gc_runs_{family}"] = counted(client, node, node_label, GC_RUNS, matchers, w)
+    return out
+
+
+def predicted_figures(r: Result) -> dict[str, float | None]:
+    """The model's side of ``read_figures``: Cilium counts each scrub as a GC run of every family it walks."""
+    lat = r.latency_figures()
+    ok = lat["ct_clean_wait_ok"]
+    wait = lat["limiter_wait"]["endpoint-create"]
+    scrubs = r.counters.create_scrubs + r.counters.delete_scrubs
+    runs = r.gc.runs([f.name for f in r.families])
+    return {
+        "ct_clean_wait_ok_p50": None if ok is None else ok["p50"],
+        "ct_clean_wait_ok_p90": None if ok is None else ok["p90"],
+        "limiter_wait_endpoint_create_max": None if wait is None else wait["max"],
+        **{f"gc_runs_{family}": float(n + scrubs) for family, n in runs.items()},
+    }
+
+
 @dataclass
 class Backtest:
     node: str
@@ -178,6 +237,19 @@ class Backtest:
     sandbox_failures: Figure
     queries: dict[str, str]
     notes: list[str] = field(default_factory=list)
+    figures: dict[str, Figure] = field(default_factory=dict)  # the node's side of ``predicted_figures``
+
+    def compared_figures(self) -> dict[str, dict[str, Any]]:
+        """JSON ``figures``: each of the model's figures a node's series hold, observed beside predicted."""
+        predicted = predicted_figures(self.result)
+        out: dict[str, dict[str, Any]] = {}
+        for name, seen in self.figures.items():
+            p = predicted.get(name)
+            agreement = None
+            if seen.value is not None and p is not None and not name.startswith("gc_runs_"):
+                agreement = _compare(seen.value, p)
+            out[name] = {"observed": seen.value, "predicted": p, "source": seen.source, "agreement": agreement}
+        return out
 
     @property
     def observed_latency(self) -> dict[str, float | None]:
@@ -207,6 +279,9 @@ class Backtest:
         for q in QUANTILES:
             if o[q] is not None and p[q] is not None:
                 out[f"ready_latency_{q}"] = _compare(o[q], p[q])
+        for name, f in self.compared_figures().items():
+            if f["agreement"] is not None:
+                out[name] = f["agreement"]
         n = len(self.seen)
         slack = max(1, math.ceil(0.1 * n))
         gap = self.observed_not_ready - self.predicted_not_ready
@@ -252,6 +327,7 @@ class Backtest:
                 "verdict": str(r.verdict),
             },
             "ready_latency_s": {"observed": self.observed_latency, "predicted": self.predicted_latency},
+            "figures": self.compared_figures(),
             "tolerance": {"seconds": TOLERANCE_S, "share_of_predicted": TOLERANCE_SHARE},
             "agreement": self.agreement(),
             "verdict": self.verdict,
@@ -295,6 +371,8 @@ def backtest(
     arrivals = tuple(p.created - w.start for p in seen)
     at_start = replace(given, pods=len(seen), arrivals=arrivals, horizon=w.seconds)
     scenario, live = from_prometheus(at_start, url, node, node_label, transport, at=w.start)
+    with Client(url, transport) as client:
+        figures = read_figures(client, node, node_label, w, list(scenario.families()))
     notes = list(scenario.notes)
     if before:
         notes.append(
@@ -305,4 +383,8 @@ def backtest(
         "observed latency is kube_pod_created to kube_pod_status_ready_time (whole seconds): it holds scheduling, "
         "image pulls and container start, which the model leaves out"
     )
-    return Backtest(node, w, seen, before, simulate(scenario), live, refused, sandbox, queries, notes)
+    notes.append(
+        "waitingForCTClean is Cilium's histogram of successful regenerations (a first build's wait, later builds' "
+        "microseconds); GC runs count each map walk, endpoint scrubs included, as the model's passes plus scrubs"
+    )
+    return Backtest(node, w, seen, before, simulate(scenario), live, refused, sandbox, queries, notes, figures)

@@ -141,10 +141,37 @@ def past(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Past]:
     series += _node_series("node-d", small, start, end)
     any6 = {"node": "node-d", "source": "cilium_metrics", "family": "ipv6", "map": "cilium_ct_any6_global"}
     series.append(("ctwatch_entries", any6, [(t, 5000.0) for t in (start + k * STEP for k in range(9))]))
+    series += _node_e(start, end, small)
     tmp = tmp_path_factory.mktemp("backtest")
     data = backfill(tmp, openmetrics(series))
     with prometheus(tmp / "server", tsdb=data) as url:
         yield Past(url, start, end, s, emulation, created, ready)
+
+
+# node-e's own figures: 3 successful regenerations' waitingForCTClean in the window (one in (0.1, 1], two in
+# (1, 10] seconds: a p50 of 1 + 9 x (1.5 - 1) / 2 = 3.25 s), endpoint-create's max wait 12 s, and its GC runs.
+NODE_E_BUCKETS = {"0.1": 0.0, "1": 1.0, "10": 3.0, "60": 3.0, "+Inf": 3.0}
+NODE_E_WAIT_MAX = 12.0
+NODE_E_RUNS = 9.0
+
+
+def _node_e(start: float, end: float, small: Scenario) -> list[Points]:
+    """A node whose history holds the series the model's figures correspond to."""
+    out = _node_series("node-e", small, start, end)
+    for i in range(3):
+        out += _pod_series("node-e", f"job-{i}", start + 5 + i, start + 8 + i, end)
+    times = [start - 60 + k * STEP for k in range(int((end - start + 60) / STEP) + 2)]
+    regen = {"node": "node-e", "scope": "waitingForCTClean", "outcome": "success"}
+    for le, count in NODE_E_BUCKETS.items():
+        out.append(("cilium_endpoint_regeneration_time_stats_seconds_bucket", {**regen, "le": le},
+                    [(t, 5.0 + (count if t > start + 30 else 0.0)) for t in times]))  # fmt: skip
+    wait = {"node": "node-e", "api_call": "endpoint-create", "value": "max"}
+    out.append(("cilium_api_limiter_wait_duration_seconds", wait,
+                [(t, NODE_E_WAIT_MAX if start < t < start + 60 else 1.0) for t in times]))  # fmt: skip
+    runs = {"node": "node-e", "family": "ipv4", "protocol": "TCP", "status": "completed"}
+    out.append(_counter("cilium_datapath_conntrack_gc_runs_total", runs,
+                        [start + 1 + k for k in range(int(NODE_E_RUNS))], start, end))  # fmt: skip
+    return out
 
 
 def backtest(past: Past, node: str, *extra: str) -> subprocess.CompletedProcess[str]:
@@ -253,3 +280,22 @@ def test_an_uncounted_ipv6_tcp_map_is_asked_for_not_run_as_empty(past: Past) -> 
     assert given.returncode == 0, given.stderr
     doc = json.loads(given.stdout)["inputs"]
     assert doc["ipv6_entries"] == 20000 and doc["ipv6_any_entries"] == 5000
+
+
+def test_the_models_figures_are_held_to_the_nodes_own_series(past: Past) -> None:
+    """waitingForCTClean, the limiter's wait and GC runs, where the node's history has them; said where not."""
+    out = backtest(past, "node-e", "--json")
+    assert out.returncode == 0, out.stderr
+    figures = json.loads(out.stdout)["figures"]
+    p50 = figures["ct_clean_wait_ok_p50"]
+    assert p50["observed"] == pytest.approx(3.25) and "histogram_quantile(0.5" in p50["source"]
+    assert p50["predicted"] is not None and p50["agreement"] in ("agrees", "slower", "faster")
+    wait = figures["limiter_wait_endpoint_create_max"]
+    assert wait["observed"] == NODE_E_WAIT_MAX and "max_over_time" in wait["source"]
+    runs = figures["gc_runs_ipv4"]
+    assert runs["observed"] == pytest.approx(NODE_E_RUNS) and runs["agreement"] is None
+    assert runs["predicted"] >= 3  # at least each pod's create scrub
+    none = json.loads(backtest(past, "node-b", "--json").stdout)["figures"]
+    assert all(f["observed"] is None and "no series" in f["source"] for f in none.values()), none
+    text = backtest(past, "node-e")
+    assert text.returncode == 0 and "waitingForCTClean p50" in text.stdout and "3.2 s" in text.stdout
