@@ -80,7 +80,7 @@ def cni_add(
         c.add_attempts += 1
         call = add_call(node, sandbox, deadline_s)
     answer = yield call
-    node.latency.cni_add.add(node.env.now - call.order[0])
+    node.latency.cni_add.values.append(node.env.now - call.order[0])
     if isinstance(answer, simpy.Process) and answer.value is _ANSWERED_OK:
         c.add_ok += 1
         return _ADD_OK
@@ -102,11 +102,11 @@ def cni_del(
         c.del_calls += 1
         if delete_endpoint_fast(node, sandbox):
             c.del_404 += 1
-            node.latency.cni_del.add(0.0)
+            node.latency.cni_del.values.append(0.0)
             return True
         call = del_call(node, sandbox, timeout_s=timeout_s)
     answer = yield call
-    node.latency.cni_del.add(node.env.now - call.order[0])
+    node.latency.cni_del.values.append(node.env.now - call.order[0])
     if isinstance(answer, simpy.Process):
         c.del_404 += answer.value is _NOT_FOUND
         return True

@@ -3,12 +3,16 @@
 A figure is what the reporters of this failure had from their nodes: CNI
 ADD and DEL as the runtime timed them, waitingForCTClean, and each API
 limiter's wait. A collapse plays hundreds of millions of ADDs, so a figure
-keeps its first ``EXACT`` values as they are (exact percentiles, numpy's
-linear interpolation) and past that counts every value by its key: its
-top 24 bits, as ``sim.intervals`` keys them, so a percentile is then the
-smallest value of its key, within 1/4096 of an octave (0.017 %). The max
-is always exact. Observations are order-free: parked and unparked runs
-(``sim.parking``) observe the same values in other orders and agree.
+keeps its values as they are (exact percentiles, numpy's linear
+interpolation) until more than ``EXACT`` came, and from then on counts every
+value by its key: its top 24 bits, as ``sim.intervals`` keys them, so a
+percentile is then the smallest value of its key, within 1/4096 of an
+octave (0.017 %). The max is always exact. The hot paths append to
+``values`` (an ``array('d')`` that keeps its identity, so they may bind its
+``append``); the run folds between its slices (``Model.run``), so a slice's
+values are all that is held beyond the counts. Observations are
+order-free: parked and unparked runs (``sim.parking``) observe the same
+values in other orders and agree.
 """
 
 from __future__ import annotations
@@ -25,29 +29,31 @@ EXACT = 1 << 16  # values kept as they are: 512 KiB a figure
 class Latencies:
     """One latency figure's observations, in seconds on the run's clock."""
 
-    __slots__ = ("_counts", "_values", "count", "max")
+    __slots__ = ("_counts", "count", "max", "values")
 
     def __init__(self) -> None:
-        self._values: array[float] = array("d")
+        self.values: array[float] = array("d")  # observed since the last fold
         self._counts: Counter[int] | None = None  # by key, once more than EXACT values came
-        self.count = 0
-        self.max: float | None = None
+        self.count = 0  # folded into the counts
+        self.max: float | None = None  # of those folded
 
     def add(self, seconds: float) -> None:
-        values = self._values
-        values.append(seconds)
-        if len(values) >= EXACT:
+        self.values.append(seconds)
+
+    def fold(self) -> None:
+        """Past ``EXACT`` values, count them by key (between a run's slices; cheap below it)."""
+        if self._counts is not None or len(self.values) > EXACT:
             self._fold()
 
     def _fold(self) -> None:
-        values = self._values
+        values = self.values
         if not values:
             return
         counts = self._counts if self._counts is not None else Counter()
         counts.update(_keys(values))
         self._settle(values)
         self._counts = counts
-        self._values = array("d")
+        del values[:]  # in place: a bound ``append`` stays this array's
 
     def _settle(self, values: array[float]) -> None:
         self.count += len(values)
@@ -56,7 +62,7 @@ class Latencies:
             self.max = top
 
     def __len__(self) -> int:
-        return self.count + len(self._values)
+        return self.count + len(self.values)
 
     def percentile(self, q: float) -> float | None:
         """The q-th percentile: exact while every value is kept, else its key's smallest value."""
@@ -64,7 +70,7 @@ class Latencies:
         if not n:
             return None
         if self._counts is None:
-            xs = sorted(self._values)
+            xs = sorted(self.values)
             pos = (n - 1) * q
             lo, hi = math.floor(pos), math.ceil(pos)
             return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
@@ -78,7 +84,7 @@ class Latencies:
         raise AssertionError("a rank past every count")
 
     def top(self) -> float | None:
-        kept = max(self._values) if self._values else None
+        kept = max(self.values) if self.values else None
         if kept is None:
             return self.max
         return kept if self.max is None or kept > self.max else self.max
@@ -94,6 +100,10 @@ class NodeLatencies:
     """The node's own figures; each limiter keeps its wait (``APILimiter.waits``)."""
 
     __slots__ = ("cni_add", "cni_del", "ct_clean_wait_failed", "ct_clean_wait_ok")
+
+    def fold(self) -> None:
+        for figure in (self.cni_add, self.cni_del, self.ct_clean_wait_ok, self.ct_clean_wait_failed):
+            figure.fold()
 
     def __init__(self) -> None:
         self.cni_add = Latencies()  # every ADD, from cilium-cni's call to its answer (ok, 429, or the deadline)

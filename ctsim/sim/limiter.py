@@ -52,7 +52,7 @@ class APILimiter:
         if not self.has_room():
             return False
         self.core.answered_at_once()
-        self.waits.add(0.0)
+        self.waits.values.append(0.0)
         return True
 
     def call(self, ctx: simpy.Event, handler: Handler) -> Call:
@@ -279,7 +279,7 @@ class Call(simpy.Event):
         self.state = ADMITTED
         env = self.env
         req = self.limiter.core.admitted(env.now, self.req)
-        self.limiter.waits.add(env.now - req.scheduled_at)
+        self.limiter.waits.values.append(env.now - req.scheduled_at)
         handler = self._handler(req)
         process = process_now(env, handler) if woken else env.process(handler)  # type: ignore[arg-type]
         process.callbacks.append(self._handled)  # type: ignore[union-attr]

@@ -260,6 +260,7 @@ class Model:
             for step in range(1, 101):
                 self.env.run(until=horizon * step / 100 if step < 100 else horizon)
                 self.intervals.fold()
+                self._fold_latencies()
                 if progress is not None:
                     progress("simulate", 1, 100)
                 if self.stopped:
@@ -270,6 +271,11 @@ class Model:
             if collecting:
                 gc.enable()
         return self.result()
+
+    def _fold_latencies(self) -> None:
+        self.node.latency.fold()
+        self.node.endpoint_create.waits.fold()
+        self.node.endpoint_delete.waits.fold()
 
     def result(self) -> Result:
         s, node, now = self.scenario, self.node, self.env.now

@@ -192,7 +192,8 @@ class Parking:
         create_weight, delete_weight = self._weights
         create_mean, delete_mean = create.mean_processing, delete.mean_processing
         latency = self.node.latency
-        add_latency, del_latency, delete_wait = latency.cni_add.add, latency.cni_del.add, self.delete.waits.add
+        add_latency, del_latency = latency.cni_add.values.append, latency.cni_del.values.append
+        delete_wait = self.delete.waits.values.append
         add_429 = attempts = del_calls = del_404 = timeouts = create_played = delete_played = answered = 0
         while True:
             if refusals and refusals[0][0] < now and (not due or refusals[0] < due[0]):
