@@ -1,4 +1,8 @@
-"""Ctrl-C at a terminal: SIGINT to the whole process group, workers included; one line, exit 130."""
+"""Ctrl-C at a terminal: SIGINT to the whole process group, workers included; one line, exit 130.
+
+SIGTERM to the process alone (what ``kill``, ``kubectl delete`` and systemd's stop of a main process send):
+the same clean-up, one line, exit 143, and nothing of its group left.
+"""
 
 from __future__ import annotations
 
@@ -41,6 +45,37 @@ def test_ctrl_c_in_emulate_is_one_line_and_leaves_no_walker() -> None:
     )
     assert rc == 130, err
     assert err.strip().splitlines() == INTERRUPTED
+    assert _group_gone(pgid), "a process of the emulation's group outlived it (the walker?)"
+
+
+def _term_after(args: list[str], seconds: float) -> tuple[int, str, int]:
+    p = subprocess.Popen(
+        [sys.executable, "-m", "ctsim", *args],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    time.sleep(seconds)
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=60)
+    return p.returncode, err, p.pid
+
+
+TERMINATED = ["ctsim: terminated (what it had created is removed)"]
+
+
+def test_sigterm_in_a_parallel_sweep_is_one_line_and_ends_its_workers() -> None:
+    pods = "pods=" + ",".join(map(str, range(3000, 3040)))
+    rc, err, pgid = _term_after(["sweep", "--grid", "entries=16Mi", "--grid", pods, "--processes", "2"], 3.0)
+    assert rc == 143, err
+    assert err.strip().splitlines() == TERMINATED
+    assert _group_gone(pgid), "a sweep worker outlived the sweep"
+
+
+def test_sigterm_in_emulate_is_one_line_and_leaves_no_walker() -> None:
+    need_bpf()
+    args = ["emulate", "--entries", "2M", "--rate", "100000", "--pods", "4", "--horizon", "10m"]
+    rc, err, pgid = _term_after(args, 8.0)
+    assert rc == 143, err
+    assert err.strip().splitlines() == TERMINATED
     assert _group_gone(pgid), "a process of the emulation's group outlived it (the walker?)"
 
 

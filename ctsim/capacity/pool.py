@@ -54,8 +54,11 @@ def run_all(
 
 
 def _worker_init() -> None:
-    """Ctrl-C is the parent's to handle: workers die quietly when it ends the pool."""
+    """Ctrl-C and SIGTERM are the parent's to handle: workers die quietly when it ends the pool."""
+    from ctsim.core import termination
+
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    termination.reset()
 
 
 def check_scheduler(scheduler: str | None) -> None:

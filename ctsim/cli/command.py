@@ -104,9 +104,12 @@ def interrupted(prog: str) -> NoReturn:
     # Half-built objects of interrupted libraries (an event loop pyroute2 was
     # making) may complain while the interpreter exits; what ctsim made was
     # removed by its own finally blocks before we got here.
+    from ctsim.core import termination
+
     sys.unraisablehook = lambda _: None
-    os.write(2, f"{prog}: interrupted (what it had created is removed)\n".encode())
-    sys.exit(130)
+    why = "terminated" if termination.received else "interrupted"
+    os.write(2, f"{prog}: {why} (what it had created is removed)\n".encode())
+    sys.exit(143 if termination.received else 130)
 
 
 def flag_of(param: str, flags: Mapping[str, str] | None = None) -> str:
@@ -121,7 +124,10 @@ def run_cli(app: Any, prog: str, flags: Mapping[str, str] | None = None) -> NoRe
     """
     import typer
 
+    from ctsim.core import termination
+
     _safe_streams()
+    termination.install()
     try:
         rv = app(standalone_mode=False)
         sys.stdout.flush()  # here, not at exit: a full disk is one line, not "Exception ignored"

@@ -90,6 +90,7 @@ def _walker(conn: Connection, maps: list[BPFMap], rate: float, delete_seconds: f
     which policy it got.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's: it closes the pipe
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # and SIGTERM (``core.termination``): the parent's to send
     conn.send(realtime())
     while True:
         try:

@@ -17,6 +17,8 @@ from contextlib import contextmanager
 from pyroute2 import NFCTSocket, netns
 from pyroute2.netlink.nfnetlink.nfctsocket import NFCTAttrTuple
 
+from ctsim.core import termination
+
 IPPROTO_TCP = 6
 
 
@@ -42,27 +44,36 @@ def _tuple(i: int) -> tuple[NFCTAttrTuple, NFCTAttrTuple]:
 
 @contextmanager
 def interrupts_between_calls() -> Iterator[Callable[[], None]]:
-    """Ctrl-C lands between netlink calls, never inside pyroute2's event loop.
+    """Ctrl-C (and SIGTERM) land between netlink calls, never inside pyroute2's event loop.
 
     Yields ``check()``, which raises KeyboardInterrupt once Ctrl-C was pressed;
     call it between requests. An interrupt inside a request would leave
     pyroute2's asyncio machinery half-torn and noisy at exit.
     """
     pressed: list[int] = []
-    previous = signal.getsignal(signal.SIGINT)
-    install = threading.current_thread() is threading.main_thread() and previous is not signal.SIG_IGN
-    if install:
-        signal.signal(signal.SIGINT, lambda *_: pressed.append(1))
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    main = threading.current_thread() is threading.main_thread()
+    # Ctrl-C unless ignored; SIGTERM where it is taken as Ctrl-C (``core.termination``), not where it kills.
+    deferred = [
+        s
+        for s, was in previous.items()
+        if main and was is not signal.SIG_IGN and (s == signal.SIGINT or was is not signal.SIG_DFL)
+    ]
+    for s in deferred:
+        signal.signal(s, lambda signum, _: pressed.append(signum))
 
     def check() -> None:
         if pressed:
+            if signal.SIGTERM in pressed:
+                termination.received = True
+                raise termination.Terminated
             raise KeyboardInterrupt
 
     try:
         yield check
     finally:
-        if install:
-            signal.signal(signal.SIGINT, previous)
+        for s in deferred:
+            signal.signal(s, previous[s])
     check()
 
 

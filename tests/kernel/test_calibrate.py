@@ -130,7 +130,10 @@ def test_without_privilege_it_says_so_and_exits_2() -> None:
     assert len(p.stderr.strip().splitlines()) == 1
 
 
-def test_ctrl_c_removes_the_namespace_and_says_so_in_one_line() -> None:
+@pytest.mark.parametrize(
+    ("sig", "code", "word"), [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")]
+)
+def test_ctrl_c_or_sigterm_removes_the_namespace_and_says_so_in_one_line(sig: int, code: int, word: str) -> None:
     need_bpf()
     need_netns()
     before = set(subprocess.run(["ip", "netns"], capture_output=True, text=True, check=True).stdout.split())
@@ -150,11 +153,11 @@ def test_ctrl_c_removes_the_namespace_and_says_so_in_one_line() -> None:
         p.kill()
         pytest.fail("calibrate never created its namespace")
     time.sleep(0.5)
-    p.send_signal(signal.SIGINT)
+    p.send_signal(sig)  # SIGTERM to the process alone, as kubectl's and systemd's stop of one process is
     _, err = p.communicate(timeout=60)
-    assert p.returncode == 130
+    assert p.returncode == code, err
     lines = err.strip().splitlines()  # piped stderr: a line as each step starts, then the interruption
-    assert lines[-1] == "ctsim: interrupted (what it had created is removed)"
+    assert lines[-1] == f"ctsim: {word} (what it had created is removed)"
     assert all(line.startswith("ctsim: ") and line.endswith(" steps)...") for line in lines[:-1]), lines
     after = set(subprocess.run(["ip", "netns"], capture_output=True, text=True, check=True).stdout.split())
     assert not mine & after
