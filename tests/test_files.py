@@ -169,3 +169,28 @@ def test_ctwatch_textfile_is_a_prom_file_or_the_once_page(tmp_path: Path) -> Non
     assert page.stdout.count("# HELP ctwatch_build_info ") == 1  # the page once, not twice
     daemon = _ctsim("-m", "ctwatch", "--textfile", "-", "--path.procfs", str(PROCFS))
     assert daemon.returncode == 2 and "--once" in daemon.stderr
+
+
+def test_an_output_that_is_an_input_of_the_same_run_is_refused_before_any_work(tmp_path: Path) -> None:
+    """sweep -o onto its --grid-file, fleet --csv onto its token (through a link too): one line, exit 2, intact."""
+    grid = tmp_path / "grid.toml"
+    grid.write_text('[grid]\nentries = ["16Ki", "32Ki"]\n')
+    link = tmp_path / "link.toml"
+    link.symlink_to(grid)
+    for out in (grid, link):
+        p = subprocess.run(
+            [sys.executable, "-m", "ctsim", "sweep", "--grid-file", str(grid), "-o", str(out)],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        assert p.returncode == 2 and "--grid-file's file" in p.stderr, p.stderr
+        assert len(p.stderr.strip().splitlines()) == 1
+        assert grid.read_text() == '[grid]\nentries = ["16Ki", "32Ki"]\n'
+    token = tmp_path / "token"
+    token.write_text("s3cret\n")
+    p = subprocess.run(
+        [sys.executable, "-m", "ctsim", "fleet", "--prometheus-url", "http://127.0.0.1:9",
+         "--bearer-token-file", str(token), "--csv", str(token)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert p.returncode == 2 and "--bearer-token-file's file" in p.stderr, p.stderr
+    assert token.read_text() == "s3cret\n"

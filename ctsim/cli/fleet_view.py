@@ -348,7 +348,7 @@ def run_fleet(
 ) -> int:
     """The whole command; returns its exit code (1: a node at --fail-on's level or worse)."""
     from ctsim.capacity.pool import check_scheduler
-    from ctsim.core.files import check_writable, write_atomic
+    from ctsim.core.files import check_not_an_input, check_writable, write_atomic
     from ctsim.core.quantity import parse_count
     from ctsim.fleet.prometheus import Client
     from ctsim.fleet.risk import assess, rank
@@ -360,6 +360,15 @@ def run_fleet(
         raise InputError("--csv - and --json: both would go to stdout; give --csv a file")
     if csv_path is not None and csv_path != "-":
         check_writable(csv_path, "--csv")
+    inputs = {
+        "--bearer-token-file": transport.bearer_token_file,
+        "--basic-auth-password-file": transport.basic_auth_password_file,
+        "--ca-file": transport.ca_file,
+        "--cert-file": transport.cert_file,
+        "--key-file": transport.key_file,
+        "--calibration": fallback.calibration.path if fallback.calibration is not None else None,
+    }
+    check_not_an_input({"--csv": csv_path}, inputs)
     check_scheduler(scheduler)
     if replications != 1:
         from ctsim.capacity.replications import check

@@ -155,6 +155,35 @@ def check_distinct(paths: dict[str, str | None]) -> None:
         seen[key] = flag
 
 
+def check_not_an_input(outputs: dict[str, str | None], inputs: dict[str, str | None]) -> None:
+    """No output of a run is one of its inputs (the same file, by device and inode, through any link or name).
+
+    Checked before any work: ``sweep -o`` onto its own ``--grid-file``, or
+    ``fleet --csv`` onto ``--bearer-token-file``, would replace what the run
+    reads with what it writes. A device or FIFO is read or written, never
+    replaced: ``/dev/null`` on both sides is fine.
+    """
+    read: dict[tuple[int, int], str] = {}
+    for flag, path in inputs.items():
+        if path and path != STDOUT:
+            try:
+                st = os.stat(path)
+            except OSError:
+                continue  # its own check says what is wrong with it
+            if stat.S_ISREG(st.st_mode):
+                read[(st.st_dev, st.st_ino)] = flag
+    for flag, path in outputs.items():
+        if not path or path == STDOUT:
+            continue
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue  # a new file: no input can be it
+        taken = read.get((st.st_dev, st.st_ino))
+        if taken is not None:
+            raise InputError(f"{flag}: {path} is {taken}'s file, which this run reads; write the output elsewhere")
+
+
 def write_atomic(path: str, text: str | bytes) -> None:
     """A regular file through a temporary one beside it (a reader never sees half); a device or FIFO directly.
 

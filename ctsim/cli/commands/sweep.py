@@ -15,7 +15,7 @@ from ctsim.cli.options import (
 from ctsim.cli.parallel import check_cluster, replications_option, scheduler_option
 from ctsim.cli.progress import with_progress
 from ctsim.core.errors import InputError
-from ctsim.core.files import STDOUT, check_distinct, check_writable, write_atomic
+from ctsim.core.files import STDOUT, check_distinct, check_not_an_input, check_writable, write_atomic
 
 if TYPE_CHECKING:
     from ctsim.inputs.scenario import Scenario
@@ -87,6 +87,10 @@ def sweep(
         raise InputError(f"--value: {value!r} is not a numeric row output ({', '.join(sw.HEATMAP_VALUES)})")
     # Every output is checked before the work starts: no traceback after minutes of simulating.
     check_distinct({"--csv": csv_path, "--output": output, "--heatmap": heatmap})
+    check_not_an_input(
+        {"--csv": csv_path, "--output": output, "--heatmap": heatmap},
+        {"--grid-file": grid_file, "--calibration": scenario.calibration},
+    )
     to_stdout = next((flag for flag, path in (("--csv", csv_path), ("--output", output), ("--heatmap", heatmap))
                       if path == STDOUT), None)  # fmt: skip
     if to_stdout and as_json:
