@@ -112,7 +112,9 @@ class CTMap:
         """New connections; a full map evicts its least recently used entries (LRU)."""
         if count <= 0:
             return
-        count = min(count, self.max_entries)
+        if count > self.max_entries:  # LRU: the tick's own oldest flows pushed out by its newest, live
+            self.live_evicted += count - self.max_entries
+            count = self.max_entries
         overflow = self._present + count - self.max_entries
         if overflow > 0:
             self._evict(now, overflow)
@@ -129,7 +131,9 @@ class CTMap:
         """
         if count <= 0 or m <= 0:
             return
-        count = min(count, self.max_entries)
+        if count > self.max_entries:  # as ``insert``: each tick's excess is evicted live by the tick itself
+            self.live_evicted += (count - self.max_entries) * m
+            count = self.max_entries
         fits = min(m, (self.max_entries - self._present) // count)
         self._append(t, fits, count, step, lifetime)
         t, m = t + fits * step, m - fits

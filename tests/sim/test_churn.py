@@ -28,7 +28,9 @@ class CohortMap:
         self.present = established + expired
 
     def insert(self, now: float, count: int, expiry: float) -> None:
-        count = min(count, self.max_entries)
+        if count > self.max_entries:  # inserted one by one, the tick's first flows are evicted by its last: live
+            self.live_evicted += count - self.max_entries
+            count = self.max_entries
         n = self.present + count - self.max_entries
         while n > 0 and self.cohorts:
             head = self.cohorts[0]

@@ -28,3 +28,16 @@ def test_gc_deletes_only_expired_cohorts() -> None:
 def test_cost_does_not_grow_with_entries() -> None:
     m = new_map("ct", 16_777_216, established=1_000_000, expired=15_000_000)
     assert m.cohorts == 1
+
+
+def test_a_tick_that_outgrows_the_map_counts_its_own_excess_as_evicted() -> None:
+    """A minute's new flows beyond the capacity are inserted and pushed out by the rest (LRU): counted, not lost."""
+    from ctsim.sim.ctmap import new_map
+
+    m = new_map("ct", 1000, established=0, expired=0)
+    m.insert(60.0, 5000, 120.0)
+    assert m.present == 1000 and m.live_evicted == 4000
+    # Each tick: 1,000 of its own evicted, and the 1,000 before it (the first minute's dead by 120 s, the next
+    # two ticks' still live when the tick after them came).
+    m.insert_ticks(120.0, 3, 2000, 60.0, 200.0)
+    assert m.present == 1000 and m.live_evicted == 4000 + 3 * 1000 + 2 * 1000
