@@ -1,7 +1,7 @@
 import pytest
 
 from ctsim.core.errors import InputError
-from ctsim.core.quantity import format_duration, parse_count, parse_duration, parse_rate
+from ctsim.core.quantity import format_duration, parse_count, parse_duration, parse_float, parse_rate
 
 
 @pytest.mark.parametrize(
@@ -46,3 +46,25 @@ def test_format_duration_reads_like_go() -> None:
     assert format_duration(450) == "7m30s"
     assert format_duration(32.86) == "32.9s"
     assert format_duration(90) == "90s"
+
+
+@pytest.mark.parametrize("text", ["0_1", "0_5", "٠.٥", "０.５", "0x1", "1e", "nan", "inf", ".", "1..0"])
+def test_a_ratio_is_ascii_digits_never_a_typo_read_as_another_number(text: str) -> None:
+    """float() reads 0_1 as 1.0 and other scripts' digits as numbers: a ratio takes neither."""
+    with pytest.raises(InputError, match="cannot read"):
+        parse_float(text, "--warning-ratio", low=0.0, high=10.0)
+
+
+def test_a_ratio_in_plain_digits_still_reads() -> None:
+    assert parse_float("0.25", "--x", low=0.0, high=1.0) == 0.25
+    assert parse_float(" 1e-2 ", "--x", low=0.0, high=1.0) == 0.01
+
+
+def test_a_churn_rate_takes_the_thousands_grouping_a_count_takes() -> None:
+    from ctsim.inputs.churn import parse_churn
+
+    assert parse_churn("5,000/min").segments == parse_churn("5000/min").segments
+    both = parse_churn("5,000/min for 8h, 500/min for 16h,1,500/min for 1h")
+    assert [round(r * 60, 9) for r, _ in both.segments] == [5000.0, 500.0, 1500.0]
+    with pytest.raises(InputError, match="empty item"):
+        parse_churn("5/min for 1h,, 6/min for 1h")

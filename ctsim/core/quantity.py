@@ -33,6 +33,9 @@ _SUFFIXES: dict[str, int] = {
 _COUNT_RE = re.compile(
     r"^\s*([+-]?(?:[0-9]{1,3}(?:,[0-9]{3})+|[0-9]+(?:_[0-9]+)*)(?:\.[0-9]+)?|[+-]?\.[0-9]+)\s*([A-Za-z]*)\s*$"
 )
+# A plain decimal in ASCII digits, an exponent allowed: what a ratio or fraction takes. Python's ``float()``
+# also takes ``0_1`` (as 1.0: a typo read as another number) and other scripts' digits; this does not.
+_FLOAT_RE = re.compile(r"^\s*[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?\s*$")
 _MAX_NUMBER_CHARS = 64  # no quantity here needs more; longer input is refused before parsing
 _DURATION_UNITS: dict[str, float] = {
     "ns": 1e-9,
@@ -92,10 +95,9 @@ def parse_float(text: str, what: str, *, low: float, high: float) -> float:
     """A plain, finite number within [low, high], for ratios and fractions."""
     if not isinstance(text, str) or len(text) > _MAX_NUMBER_CHARS:
         raise InputError(f"{what}: expected a number, got {str(text)[:20]!r}")
-    try:
-        value = float(text)
-    except ValueError:
-        raise InputError(f"{what}: cannot read {text!r} as a number") from None
+    if not _FLOAT_RE.match(text):
+        raise InputError(f"{what}: cannot read {text!r} as a number (ASCII digits, e.g. 0.1)")
+    value = float(text)
     if not (low <= value <= high) or not math.isfinite(value):
         raise InputError(f"{what}: must be between {low:g} and {high:g}, got {text!r}")
     return value

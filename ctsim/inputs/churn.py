@@ -69,13 +69,16 @@ class ChurnSchedule:
 
 
 _SEGMENT_RE = re.compile(r"^\s*(\S+)\s+for\s+(\S+)\s*$")
+# A comma between segments, not one that groups a number's thousands (5,000/min): those sit between a digit and
+# exactly three more.
+_SEGMENT_COMMA = re.compile(r"(?<![0-9]),|,(?![0-9]{3}(?![0-9]))")
 
 
 def parse_churn(text: str, flag: str = "--churn") -> ChurnSchedule:
     """``50000/min`` or ``50000/min for 8h, 500/min for 16h`` (a repeating day)."""
     if not text.strip():
         raise InputError(f"{flag}: empty schedule")
-    parts = split_list(text, flag)
+    parts = split_list(text, flag) if "," not in text else _segments(text, flag)
     if len(parts) == 1 and " for " not in parts[0]:
         return ChurnSchedule(((parse_rate(parts[0], flag), float("inf")),))
     segments = []
@@ -85,3 +88,11 @@ def parse_churn(text: str, flag: str = "--churn") -> ChurnSchedule:
             raise InputError(f"{flag}: cannot read {part.strip()!r}; write e.g. '50000/min for 8h, 500/min for 16h'")
         segments.append((parse_rate(match.group(1), flag), parse_duration(match.group(2), flag)))
     return ChurnSchedule(tuple(segments))
+
+
+def _segments(text: str, flag: str) -> list[str]:
+    """``split_list``'s rule, where a comma grouping a number's thousands (``5,000/min``) stays in its number."""
+    items = [item.strip() for item in _SEGMENT_COMMA.split(text)]
+    if not all(items):
+        raise InputError(f"{flag}: empty item in {text.strip()!r} (a doubled or trailing comma?)")
+    return items

@@ -14,6 +14,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable
 from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING
 
 from ctsim.core.api_rate_limit import APIRateLimits, LimiterState, go_bool, parse_api_rate_limit, parse_limiter_state
 from ctsim.core.bounds import (  # the ceilings of what a run may ask for (docs/model.md, "Limits")
@@ -36,8 +37,10 @@ from ctsim.core.quantity import parse_count, parse_duration, parse_float
 from ctsim.core.releases import Release, parse_release
 from ctsim.inputs.churn import ChurnSchedule, parse_churn
 from ctsim.inputs.presets import get_preset
-from ctsim.inputs.signal_rates import SignalRates, parse_signal_rates
-from ctsim.inputs.workload import IntOrPercent, PodSchedule, parse_int_or_percent, parse_pod_schedule
+
+if TYPE_CHECKING:  # the workload and signal flags' types, imported where one is given (most runs give none)
+    from ctsim.inputs.signal_rates import SignalRates
+    from ctsim.inputs.workload import IntOrPercent, PodSchedule
 
 
 class AgentState(enum.StrEnum):
@@ -152,7 +155,30 @@ def _churn(flag: str) -> Callable[[str], ChurnSchedule]:
 
 
 def _pods_over_time(flag: str) -> Callable[[str], PodSchedule]:
-    return lambda text: parse_pod_schedule(text, flag, MAX_PODS)
+    def parse(text: str) -> PodSchedule:
+        from ctsim.inputs.workload import parse_pod_schedule
+
+        return parse_pod_schedule(text, flag, MAX_PODS)
+
+    return parse
+
+
+def _signal_rates(flag: str) -> Callable[[str], SignalRates]:
+    def parse(text: str) -> SignalRates:
+        from ctsim.inputs.signal_rates import parse_signal_rates
+
+        return parse_signal_rates(text, flag)
+
+    return parse
+
+
+def _int_or_percent(flag: str) -> Callable[[str], IntOrPercent]:
+    def parse(text: str) -> IntOrPercent:
+        from ctsim.inputs.workload import parse_int_or_percent
+
+        return parse_int_or_percent(text, flag)
+
+    return parse
 
 
 _GC = {"minimum": MIN_GC_INTERVAL, "maximum": MAX_HORIZON}
@@ -186,11 +212,11 @@ PARSERS: dict[str, Callable[[str], object]] = {
     "ipv6_any_churn": _churn("--ipv6-any-churn"),
     "arrival_schedule": _pods_over_time("--arrivals"),
     "delete_schedule": _pods_over_time("--deletes"),
-    "ct_fill_signals": lambda text: parse_signal_rates(text, "--ct-fill-signals"),
-    "nat_fill_signals": lambda text: parse_signal_rates(text, "--nat-fill-signals"),
+    "ct_fill_signals": _signal_rates("--ct-fill-signals"),
+    "nat_fill_signals": _signal_rates("--nat-fill-signals"),
     "rollout": _count("--rollout", minimum=1, maximum=MAX_PODS),
-    "max_surge": lambda text: parse_int_or_percent(text, "--max-surge"),
-    "max_unavailable": lambda text: parse_int_or_percent(text, "--max-unavailable"),
+    "max_surge": _int_or_percent("--max-surge"),
+    "max_unavailable": _int_or_percent("--max-unavailable"),
     "conn_duration": _duration("--conn-duration", maximum=MAX_HORIZON),
     "deadline": _duration("--deadline", minimum=1.0, maximum=MAX_DEADLINE),
     "horizon": _duration("--horizon", maximum=MAX_HORIZON),
@@ -254,6 +280,9 @@ def flag_text(name: str, value: object) -> str:
         return str(value.value)
     if isinstance(value, Calibration):
         return value.path
+    from ctsim.inputs.signal_rates import SignalRates
+    from ctsim.inputs.workload import IntOrPercent, PodSchedule
+
     if isinstance(value, Release | APIRateLimits | LimiterState | IntOrPercent):
         return str(value)
     if isinstance(value, bool):

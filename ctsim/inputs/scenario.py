@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from ctsim.core.api_rate_limit import APIRateLimits, LimiterState
 from ctsim.core.calibration import walk_rate
@@ -38,8 +38,10 @@ from ctsim.core.sizing import ct_map_sizes
 from ctsim.inputs.churn import ChurnSchedule
 from ctsim.inputs.given import AgentState, Given, parse_given
 from ctsim.inputs.presets import DEFAULT_PRESET, Preset, get_preset
-from ctsim.inputs.signal_rates import SignalRates
-from ctsim.inputs.workload import IntOrPercent, PodSchedule
+
+if TYPE_CHECKING:
+    from ctsim.inputs.signal_rates import SignalRates
+    from ctsim.inputs.workload import PodSchedule
 
 DEFAULT_HORIZON = 3600.0  # what capacity planning's burst searches run for
 UNTIL_RESOLVED_CAP = 2 * 86400.0  # with no --horizon: the longest a run waits for its burst to resolve
@@ -619,18 +621,18 @@ def _release(g: Given, notes: list[str], said: Callable[[str], Origin]) -> tuple
     return release, prof, origin
 
 
-DEFAULT_SURGE = IntOrPercent(25.0, percent=True)  # a Deployment's RollingUpdate defaults
-
-
 def _rollout(g: Given) -> dict[str, int]:
     """The rollout's replicas, surge and unavailability as counts (Kubernetes' rounding)."""
+    from ctsim.inputs.workload import IntOrPercent
+
+    default = IntOrPercent(25.0, percent=True)  # a Deployment's RollingUpdate defaults
     if g.rollout is None:
         for name in ("max_surge", "max_unavailable"):
             if getattr(g, name) is not None:
                 raise InputError("a rollout's strategy, with no --rollout", name)
         return {}
-    surge = (g.max_surge or DEFAULT_SURGE).of(g.rollout, round_up=True)
-    unavailable = (g.max_unavailable or DEFAULT_SURGE).of(g.rollout, round_up=False)
+    surge = (g.max_surge or default).of(g.rollout, round_up=True)
+    unavailable = (g.max_unavailable or default).of(g.rollout, round_up=False)
     if surge == 0 and unavailable == 0:
         raise InputError("{param:max_surge} and {param:max_unavailable} cannot both be 0", "max_unavailable")
     return {"rollout": g.rollout, "max_surge": surge, "max_unavailable": unavailable}

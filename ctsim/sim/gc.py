@@ -14,12 +14,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import simpy
 
 from ctsim.core.gc_interval import GCPolicy
 from ctsim.sim.clock import advance
-from ctsim.sim.signals import GCSignals
+
+if TYPE_CHECKING:
+    from ctsim.sim.signals import GCSignals
 
 
 @dataclass(slots=True)

@@ -29,13 +29,14 @@ EXACT = 1 << 16  # values kept as they are: 512 KiB a figure
 class Latencies:
     """One latency figure's observations, in seconds on the run's clock."""
 
-    __slots__ = ("_counts", "count", "max", "values")
+    __slots__ = ("_counts", "_summary", "count", "max", "values")
 
     def __init__(self) -> None:
         self.values: array[float] = array("d")  # observed since the last fold
         self._counts: Counter[int] | None = None  # by key, once more than EXACT values came
         self.count = 0  # folded into the counts
         self.max: float | None = None  # of those folded
+        self._summary: tuple[int, dict[str, float | None] | None] | None = None  # (observations, to_dict's)
 
     def add(self, seconds: float) -> None:
         self.values.append(seconds)
@@ -70,10 +71,7 @@ class Latencies:
         if not n:
             return None
         if self._counts is None:
-            xs = sorted(self.values)
-            pos = (n - 1) * q
-            lo, hi = math.floor(pos), math.ceil(pos)
-            return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+            return _interpolated(sorted(self.values), q)
         self._fold()
         assert self._counts is not None
         rank, seen = round((n - 1) * q), 0
@@ -90,10 +88,29 @@ class Latencies:
         return kept if self.max is None or kept > self.max else self.max
 
     def to_dict(self) -> dict[str, float | None] | None:
-        """``{"p50", "p90", "max"}``; None where the figure has no observation."""
-        if not len(self):
-            return None
-        return {"p50": self.percentile(0.50), "p90": self.percentile(0.90), "max": self.top()}
+        """``{"p50", "p90", "max"}``; None where the figure has no observation.
+
+        Sorted once, and kept while no value came since: a result is read
+        by its JSON, its report and the mitigations' rows alike.
+        """
+        n = len(self)
+        if self._summary is not None and self._summary[0] == n:
+            return self._summary[1]
+        summary: dict[str, float | None] | None = None
+        if n and self._counts is None:
+            xs = sorted(self.values)
+            summary = {"p50": _interpolated(xs, 0.50), "p90": _interpolated(xs, 0.90), "max": xs[-1]}
+        elif n:
+            summary = {"p50": self.percentile(0.50), "p90": self.percentile(0.90), "max": self.top()}
+        self._summary = (n, summary)
+        return summary
+
+
+def _interpolated(xs: list[float], q: float) -> float:
+    """numpy's default percentile of sorted ``xs``: linear between the closest ranks."""
+    pos = (len(xs) - 1) * q
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 
 class NodeLatencies:

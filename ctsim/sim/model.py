@@ -7,8 +7,14 @@ from array import array
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from functools import partial
+from typing import TYPE_CHECKING
 
 import simpy
+
+if TYPE_CHECKING:  # a run's optional parts, imported where a run has them (most have none)
+    from ctsim.sim.deletion import Deletion
+    from ctsim.sim.rollout import Rollout
+    from ctsim.sim.signals import GCSignals
 
 from ctsim.core.defaults import CT_TIMEOUT_ANY, CT_TIMEOUT_TCP_FIN
 from ctsim.core.gc_interval import GCPolicy
@@ -18,7 +24,6 @@ from ctsim.inputs.scenario import MapInputs, Scenario
 from ctsim.sim.clock import advance, process_after, start_processes
 from ctsim.sim.connections import TICK_SECONDS, ConnectionChurn
 from ctsim.sim.ctmap import new_map
-from ctsim.sim.deletion import delete_running_pod, deletions
 from ctsim.sim.gc import GCHistory, GCPass, run_gc, run_gc_signalled
 from ctsim.sim.intervals import RetryIntervals
 from ctsim.sim.kubelet import pod_worker
@@ -27,8 +32,6 @@ from ctsim.sim.node import Family, Node
 from ctsim.sim.parking import Parking
 from ctsim.sim.pod import Pod, new_pod
 from ctsim.sim.result import STALL, Advice, FamilyResult, LimiterEnd, Result, verdict
-from ctsim.sim.rollout import Rollout
-from ctsim.sim.signals import GCSignals, signal_source
 from ctsim.sim.walk import walk
 
 
@@ -94,6 +97,8 @@ class Model:
         release = rules(s.release)
         sent = s.signals_sent(release)
         if sent:
+            from ctsim.sim.signals import GCSignals, signal_source
+
             self.signals: GCSignals | None = GCSignals(env)
             for name, per_second in sent:
                 env.process(signal_source(env, self.signals, name, per_second, s.horizon, k))
@@ -126,9 +131,15 @@ class Model:
         if s.arrival_schedule is not None:  # after the burst's, numbered on, each jittered within its slot
             slots = s.arrival_schedule.slots()
             self.pods += [new_pod(s.pods + j, s.pods, s.seed, spread, t / k, w / k) for j, (t, w) in enumerate(slots)]
-        self.deletions = [] if s.delete_schedule is None else deletions(s.delete_schedule.slots(), s.seed, k)
+        self.deletions: list[Deletion] = []
+        if s.delete_schedule is not None:
+            from ctsim.sim.deletion import deletions
+
+            self.deletions = deletions(s.delete_schedule.slots(), s.seed, k)
         self.rollout: Rollout | None = None
         if s.rollout:
+            from ctsim.sim.rollout import Rollout
+
             self.rollout = Rollout(
                 self.node, s.rollout, s.max_surge, s.max_unavailable, self._rollout_pod, s.clock.deadline, s.seed,
                 first_deletion=len(self.deletions),
@@ -206,6 +217,8 @@ class Model:
         seed = self.scenario.seed
         if self.rollout is not None:
             self.rollout.reconcile()
+        if self.deletions:
+            from ctsim.sim.deletion import delete_running_pod
         for d in self.deletions:
             process_after(env, d.asked_at, delete_running_pod(node, d, deadline, seed), unwatched=True)
 

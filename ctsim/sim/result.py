@@ -5,18 +5,20 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ctsim.core.maptype import MapType
 from ctsim.core.projection import FamilyWalk, scrub_seconds
 from ctsim.core.rate import LimiterCore
 from ctsim.inputs.scenario import Scenario
-from ctsim.sim.deletion import Deletion
 from ctsim.sim.gc import GCHistory, GCPass
 from ctsim.sim.intervals import RetryIntervals
 from ctsim.sim.latency import Latencies, NodeLatencies
 from ctsim.sim.node import Counters
 from ctsim.sim.pod import Pod
+
+if TYPE_CHECKING:
+    from ctsim.sim.deletion import Deletion
 
 
 class Verdict(StrEnum):
