@@ -29,6 +29,7 @@ import itertools
 from collections import deque
 from dataclasses import dataclass
 from heapq import heappop, heappush
+from itertools import repeat
 from typing import NamedTuple
 
 import simpy
@@ -193,7 +194,6 @@ class Parking:
         create_mean, delete_mean = create.mean_processing, delete.mean_processing
         latency = self.node.latency
         add_latency, del_latency = latency.cni_add.values.append, latency.cni_del.values.append
-        delete_wait = self.delete.waits.values.append
         add_429 = attempts = del_calls = del_404 = timeouts = create_played = delete_played = answered = 0
         while True:
             if refusals and refusals[0][0] < now and (not due or refusals[0] < due[0]):
@@ -237,11 +237,9 @@ class Parking:
                     queued_delete.append((end, key, p))
                     continue
                 del_404 += 1  # no endpoint: 404 at once
-                del_latency(0.0)
                 if limited_404:  # scheduled and processed at once (``answer_at_once``)
                     delete_played += 1
                     answered += 1
-                    delete_wait(0.0)
                 if step is DEL_AFTER_ADD:  # a back-off; then the next sync
                     p.phase, p.step = WAIT, DEL_STALE if p.stale is not None else ADD
                     p.t = t = t + BACKOFF * (1.0 + pod.rng.random() * BACKOFF_JITTER) / time_scale  # ``backoff``
@@ -272,6 +270,9 @@ class Parking:
         create.requests_scheduled += create_played  # ``schedule_played()``
         delete.requests_scheduled += delete_played
         delete.requests_processed += answered  # ``answered_at_once()``
+        # Each 404 at once was a DEL of no time, and each one the limiter answered a wait of none: added in bulk.
+        latency.cni_del.values.extend(repeat(0.0, del_404))
+        self.delete.waits.values.extend(repeat(0.0, answered))
 
     def finish(self) -> None:
         """At the end of a run: every step before now played, every DEL refused by now counted."""
