@@ -43,3 +43,16 @@ def test_the_inputs_line_up_in_two_columns() -> None:
     out = io.StringIO()
     Terminal(out, color=False).grid([("a", "1"), ("longer label", "2")])
     assert out.getvalue().splitlines() == ["a             1", "longer label  2"]
+
+
+def test_a_fix_slower_than_changing_nothing_is_not_offered() -> None:
+    """A just-restarted agent drains on its own in 4m48s; the upgrade's 4m54s is no fix (#52)."""
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-m", "ctsim", "run", "--entries", "16M", "--pods", "50", "--agent-state", "fresh"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert "Soonest fix" not in out.stdout
+    assert "No simulated setting makes every pod Ready sooner than changing nothing" in out.stdout

@@ -282,6 +282,9 @@ def draw_plots() -> None:
 
 
 def main(argv: list[str]) -> int:
+    if not DOC.is_file():  # an installed package carries no docs: say so, not a traceback
+        print(f"ctsim.cli.docs: {DOC} is not here: run it from a clone of the repository", file=sys.stderr)
+        return 2
     current = DOC.read_text()
     fresh = render(current)
     if "--check" in argv:

@@ -28,6 +28,7 @@ LIBRARY_FLAGS: dict[str, str] = {
     "timeout_s": "--timeout",
     "headers": "--header",
     "start": "--from",  # ctsim backtest's window
+    "regeneration": "--regeneration-time",
     "arrival_schedule": "--arrivals",
     "delete_schedule": "--deletes",
     "end": "--to",

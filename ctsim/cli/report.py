@@ -286,9 +286,15 @@ def render(r: Result, console: Terminal | None = None, mitigations: list[Mitigat
         from ctsim.capacity.mitigations import HORIZON, describe
 
         best = mitigations[0]
-        if best.resolved_at is not None:
+        unchanged = r.recovered_at  # a fix must make every pod Ready sooner than changing nothing does
+        if best.resolved_at is not None and (unchanged is None or best.resolved_at < unchanged):
             console.print(f"Soonest fix, simulated: {bold(best.flag)} — {best.action}: {describe(best, named=False)}.")
             rest = mitigations[1:]
+        elif unchanged is not None:
+            console.print(
+                f"No simulated setting makes every pod Ready sooner than changing nothing (all by {_s(unchanged)})."
+            )
+            rest = mitigations
         else:
             console.print(f"No simulated setting resolves this burst within {HORIZON}.")
             rest = mitigations

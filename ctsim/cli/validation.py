@@ -375,6 +375,9 @@ def render(text: str) -> str:
 
 
 def main(argv: list[str]) -> int:
+    if not DOC.is_file():  # an installed package carries no docs: say so, not a traceback
+        print(f"ctsim.cli.validation: {DOC} is not here: run it from a clone of the repository", file=sys.stderr)
+        return 2
     current = DOC.read_text()
     fresh = render(current)
     if "--check" in argv:

@@ -357,6 +357,13 @@ def resolve(g: Given) -> Scenario:
         origins["horizon"] = Origin.rule(f"until resolved (at most {format_duration(UNTIL_RESOLVED_CAP)})")
     regen_s = g.regeneration if g.regeneration is not None else DEFAULT_REGENERATION
     origin("regeneration", g.regeneration, Origin.default("the model's assumption"))
+    if regen_s >= deadline_s:  # no create could ever answer in time: every advice would be nonsense (a table <= 0)
+        param = "regeneration" if g.regeneration is not None else "deadline"
+        raise InputError(
+            f"a regeneration of {format_duration(regen_s)} leaves no time for a scrub within the "
+            f"{format_duration(deadline_s)} CNI deadline: give {{param:deadline}} above {{param:regeneration}}",
+            param,
+        )
     origin("cores", g.cores, from_preset)
     fixed, initial, first_pass, max_interval = _gc_start(g, rules(release).interval_cache, notes)
     maps = [

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from ctsim.cli import validation
 
 
@@ -16,3 +20,15 @@ def test_a_verdict_follows_from_its_checks() -> None:
     assert validation.Outcome(report, [(check, 1.0, True)]).verdict == "reproduces"
     assert validation.Outcome(report, [(check, 1.0, True), (check, 2.0, False)]).verdict == "partly"
     assert validation.Outcome(report, [(check, None, False)]).verdict == "does not reproduce"
+
+
+def test_outside_a_clone_the_generators_say_so_in_one_line(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ctsim.cli import docs
+
+    for module in (docs, validation):
+        monkeypatch.setattr(module, "DOC", tmp_path / "docs" / "missing.md")
+        assert module.main(["--check"]) == 2
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and "clone of the repository" in err
