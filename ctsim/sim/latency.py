@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import math
 from array import array
+from bisect import bisect_right
 from collections import Counter
 
 from ctsim.sim.intervals import SHIFT, _keys, _value
 
-EXACT = 1 << 16  # values kept as they are: 512 KiB a figure
+EXACT = 1 << 20  # values kept as they are: 8 MiB a figure (a 1,000-pod storm's ~300,000 never fold)
 
 
 class Latencies:
@@ -98,12 +99,37 @@ class Latencies:
             return self._summary[1]
         summary: dict[str, float | None] | None = None
         if n and self._counts is None:
-            xs = sorted(self.values)
-            summary = {"p50": _interpolated(xs, 0.50), "p90": _interpolated(xs, 0.90), "max": xs[-1]}
+            summary = _exact(self.values)
         elif n:
             summary = {"p50": self.percentile(0.50), "p90": self.percentile(0.90), "max": self.top()}
         self._summary = (n, summary)
         return summary
+
+
+def _exact(values: array[float]) -> dict[str, float | None]:
+    """p50, p90 and max of every value, exactly: counted by value where they repeat (a storm's 60 s 429s, its
+    0 s 404s: a count is far cheaper than a sort), else sorted."""
+    counts = Counter(values)
+    if len(counts) * 4 > len(values):  # mostly distinct: a sort is the cheaper
+        xs = sorted(values)
+        return {"p50": _interpolated(xs, 0.50), "p90": _interpolated(xs, 0.90), "max": xs[-1]}
+    distinct = sorted(counts)
+    cumulative, total = [], 0
+    for x in distinct:
+        total += counts[x]
+        cumulative.append(total)
+
+    def kth(k: int) -> float:  # the k-th smallest value (0-based), as sorted(values)[k]
+        return distinct[bisect_right(cumulative, k)]
+
+    out: dict[str, float | None] = {}
+    for name, q in (("p50", 0.50), ("p90", 0.90)):
+        pos = (total - 1) * q
+        lo, hi = math.floor(pos), math.ceil(pos)
+        a, b = kth(lo), kth(hi)
+        out[name] = a + (b - a) * (pos - lo)
+    out["max"] = distinct[-1]
+    return out
 
 
 def _interpolated(xs: list[float], q: float) -> float:

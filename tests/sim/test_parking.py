@@ -29,7 +29,7 @@ scenarios = st.fixed_dictionaries(
         "agent_state": st.sampled_from(["warm", "fresh"]),
         "deadline": st.sampled_from([None, "30s", "61s", "90s", "3m"]),
         "cores": st.sampled_from([None, "1", "2"]),
-        "regeneration": st.sampled_from([None, "30s"]),
+        "regeneration": st.sampled_from([None, "20s"]),  # below every deadline drawn: a longer one is refused
         "ipv6_entries": st.sampled_from([None, "2M"]),
         "profile": st.sampled_from(["cilium-1.16", "cilium-1.18"]),
         "horizon": st.sampled_from(["20m", "1h", "2h"]),
