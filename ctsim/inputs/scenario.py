@@ -358,11 +358,10 @@ def resolve(g: Given) -> Scenario:
     regen_s = g.regeneration if g.regeneration is not None else DEFAULT_REGENERATION
     origin("regeneration", g.regeneration, Origin.default("the model's assumption"))
     if regen_s >= deadline_s:  # no create could ever answer in time: every advice would be nonsense (a table <= 0)
-        param = "regeneration" if g.regeneration is not None else "deadline"
+        flag = "--regeneration-time" if g.regeneration is not None else "--deadline"
         raise InputError(
-            f"a regeneration of {format_duration(regen_s)} leaves no time for a scrub within the "
-            f"{format_duration(deadline_s)} CNI deadline: give {{param:deadline}} above {{param:regeneration}}",
-            param,
+            f"{flag}: a regeneration of {format_duration(regen_s)} leaves no time for a scrub within the "
+            f"{format_duration(deadline_s)} CNI deadline: give --deadline above --regeneration-time"
         )
     origin("cores", g.cores, from_preset)
     fixed, initial, first_pass, max_interval = _gc_start(g, rules(release).interval_cache, notes)
