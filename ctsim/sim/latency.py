@@ -25,7 +25,6 @@ from collections import Counter
 from ctsim.sim.intervals import SHIFT, _keys, _value
 
 EXACT = 1 << 20  # values kept as they are: 8 MiB a figure (a 1,000-pod storm's ~300,000 never fold)
-SAMPLE = 4096  # the first values, to tell a figure that repeats from one that does not
 
 
 class Latencies:
@@ -110,9 +109,8 @@ class Latencies:
 def _exact(values: array[float]) -> dict[str, float | None]:
     """p50, p90 and max of every value, exactly: counted by value where they repeat (a storm's 60 s 429s, its
     0 s 404s: a count is far cheaper than a sort), else sorted."""
-    head = values[:SAMPLE]
-    counts = None if len(set(head)) * 4 > len(head) else Counter(values)  # a sample says which is the cheaper
-    if counts is None or len(counts) * 4 > len(values):  # mostly distinct: a sort
+    counts = Counter(values)
+    if len(counts) * 4 > len(values):  # mostly distinct: a sort is the cheaper
         xs = sorted(values)
         return {"p50": _interpolated(xs, 0.50), "p90": _interpolated(xs, 0.90), "max": xs[-1]}
     distinct = sorted(counts)
