@@ -256,12 +256,33 @@ TABLES: dict[str, Callable[[], str]] = {
 def render(text: str) -> str:
     """``text`` with every marked table regenerated."""
     for name, make in TABLES.items():
-        pattern = re.compile(rf"(<!-- table:{name} -->\n)(?:.*?\n)?(<!-- /table:{name} -->)", re.S)
-        if not pattern.search(text):
-            raise SystemExit(f"{DOC}: no markers for table {name!r}")
-        body = make()
-        text = pattern.sub(lambda m, body=body: m.group(1) + body + "\n" + m.group(2), text)
+        text = fill(text, name, make, DOC)
     return text
+
+
+def fill(text: str, name: str, make: Callable[[], str], doc: Path) -> str:
+    """``text`` with what stands between ``<!-- table:NAME -->`` and its end marker made again."""
+    pattern = re.compile(rf"(<!-- table:{name} -->\n)(?:.*?\n)?(<!-- /table:{name} -->)", re.S)
+    if not pattern.search(text):
+        raise SystemExit(f"{doc}: no markers for table {name!r}")
+    body = make()
+    return pattern.sub(lambda m: m.group(1) + body + "\n" + m.group(2), text)
+
+
+def regenerate(doc: Path, render: Callable[[str], str], argv: list[str], module: str) -> int:
+    """Rewrites ``doc``'s generated parts, or with ``--check`` exits 1 where they differ from today's model."""
+    if not doc.is_file():  # an installed package carries no docs: say so, not a traceback
+        print(f"{module}: {doc} is not here: run it from a clone of the repository", file=sys.stderr)
+        return 2
+    current = doc.read_text()
+    fresh = render(current)
+    if "--check" in argv:
+        if fresh != current:
+            print(f"{doc} is out of date: run `python -m {module}`", file=sys.stderr)
+            return 1
+        return 0
+    doc.write_text(fresh)
+    return 0
 
 
 def draw_plots() -> None:
@@ -282,20 +303,10 @@ def draw_plots() -> None:
 
 
 def main(argv: list[str]) -> int:
-    if not DOC.is_file():  # an installed package carries no docs: say so, not a traceback
-        print(f"ctsim.cli.docs: {DOC} is not here: run it from a clone of the repository", file=sys.stderr)
-        return 2
-    current = DOC.read_text()
-    fresh = render(current)
-    if "--check" in argv:
-        if fresh != current:
-            print(f"{DOC} is out of date: run `python -m ctsim.cli.docs`", file=sys.stderr)
-            return 1
-        return 0
-    DOC.write_text(fresh)
-    if "--no-plots" not in argv:
+    rc = regenerate(DOC, render, argv, "ctsim.cli.docs")
+    if rc == 0 and "--check" not in argv and "--no-plots" not in argv:
         draw_plots()
-    return 0
+    return rc
 
 
 if __name__ == "__main__":

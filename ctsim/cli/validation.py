@@ -12,7 +12,6 @@ none, it does not.
 
 from __future__ import annotations
 
-import re
 import shlex
 import sys
 from collections.abc import Callable
@@ -20,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ctsim.cli.docs import fill, regenerate
 from ctsim.core.quantity import format_duration
 from ctsim.inputs.given import command_line
 from ctsim.inputs.scenario import resolve_flags
@@ -367,26 +367,11 @@ def render_reports() -> str:
 
 
 def render(text: str) -> str:
-    pattern = re.compile(r"(<!-- table:reports -->\n)(?:.*?\n)?(<!-- /table:reports -->)", re.S)
-    if not pattern.search(text):
-        raise SystemExit(f"{DOC}: no markers for the reports")
-    body = render_reports()
-    return pattern.sub(lambda m: m.group(1) + body + "\n" + m.group(2), text)
+    return fill(text, "reports", render_reports, DOC)
 
 
 def main(argv: list[str]) -> int:
-    if not DOC.is_file():  # an installed package carries no docs: say so, not a traceback
-        print(f"ctsim.cli.validation: {DOC} is not here: run it from a clone of the repository", file=sys.stderr)
-        return 2
-    current = DOC.read_text()
-    fresh = render(current)
-    if "--check" in argv:
-        if fresh != current:
-            print(f"{DOC} is out of date: run `python -m ctsim.cli.validation`", file=sys.stderr)
-            return 1
-        return 0
-    DOC.write_text(fresh)
-    return 0
+    return regenerate(DOC, render, argv, "ctsim.cli.validation")
 
 
 if __name__ == "__main__":

@@ -124,16 +124,20 @@ class GCPolicy:
         """``GetInterval`` without side effects (v1.18.2+), capped."""
         if self._fixed_interval_ns > 0:
             return self._fixed_interval_ns
+        return self._capped(_calculate_interval_ns(*self._scaled(actual_prev, max_delete_ratio)))
+
+    def _scaled(self, actual_prev: float, max_delete_ratio: float) -> tuple[int, float]:
+        """The expected interval (the cache, or 5m in a fresh agent) and the ratio, scaled up for an early pass."""
         expected, ratio = self._cached_interval_ns, max_delete_ratio
         actual = to_duration(actual_prev)
         if expected == 0:
             expected = _STARTING_NS
         elif 0 < actual < expected:
             ratio *= float(expected) / float(actual)
-        interval = _calculate_interval_ns(expected, ratio)
-        if self._max_interval_ns > 0 and interval > self._max_interval_ns:
-            interval = self._max_interval_ns
-        return interval
+        return expected, ratio
+
+    def _capped(self, interval: int) -> int:
+        return self._max_interval_ns if 0 < self._max_interval_ns < interval else interval
 
     def get_interval(self, actual_prev: float, max_delete_ratio: float) -> float:
         """``GetInterval``: the next interval (seconds) from the pass that just ran.
@@ -144,17 +148,11 @@ class GCPolicy:
         """
         if self._fixed_interval_ns > 0:
             return self._fixed_interval_ns / _NS
-        expected, ratio = self._cached_interval_ns, max_delete_ratio
-        actual = to_duration(actual_prev)
-        if expected == 0:
-            expected = _STARTING_NS
-        elif 0 < actual < expected:
-            ratio *= float(expected) / float(actual)
+        expected, ratio = self._scaled(actual_prev, max_delete_ratio)
         interval = _calculate_interval_ns(expected, ratio)
         if ratio != 0.0 and not self.capped_cache:
             self._cached_interval_ns = interval
-        if self._max_interval_ns > 0 and interval > self._max_interval_ns:
-            interval = self._max_interval_ns
+        interval = self._capped(interval)
         if self.capped_cache:  # every pass of the model is a full one (all families), and succeeds
             self._cached_interval_ns = interval
         return interval / _NS

@@ -43,6 +43,11 @@ class GCHistory:
     passes: list[GCPass] = field(default_factory=list)
     on_pass: Callable[[GCPass], None] | None = None  # told of every pass as it ends
 
+    def record(self, done: GCPass) -> None:
+        self.passes.append(done)
+        if self.on_pass is not None:
+            self.on_pass(done)
+
     @property
     def intervals(self) -> list[float]:
         return [p.interval_after for p in self.passes]
@@ -90,10 +95,7 @@ def run_gc(
         ratio = max(ratios)
         actual = (start - previous_start) * time_scale if previous_start is not None else 0.0
         interval = policy.get_interval(actual, ratio)
-        done = GCPass(start, env.now, walked, deleted, ratio, interval, families, ratios)
-        history.passes.append(done)
-        if history.on_pass is not None:
-            history.on_pass(done)
+        history.record(GCPass(start, env.now, walked, deleted, ratio, interval, families, ratios))
         previous_start = start
         if not advance(env, interval / time_scale):  # a quiet stretch: passes back to back, no events
             yield env.timeout(interval / time_scale)
@@ -135,8 +137,5 @@ def run_gc_signalled(
         ratio = max(ratios)
         actual = (start - previous_start) * time_scale if previous_start is not None else 0.0
         wait = policy.after_pass(actual, ratio, full=flagged == families, now=env.now * time_scale)
-        done = GCPass(start, env.now, walked, deleted, ratio, wait, walked_families, ratios, woken_by)
-        history.passes.append(done)
-        if history.on_pass is not None:
-            history.on_pass(done)
+        history.record(GCPass(start, env.now, walked, deleted, ratio, wait, walked_families, ratios, woken_by))
         previous_start = start
