@@ -222,12 +222,17 @@ RELEASES = ["1.16.5", "1.17.14", "1.18.1", "1.18.10", "1.19.4", "1.20.2"]
 
 
 def table_releases() -> str:
-    """The incident's node (16M entries, 50 pods) under each release, and with --gc-max-interval 1h."""
-    header = ["release", "walk", "verdict", "all Ready by", "ADD timeouts", "with --gc-max-interval 1h"]
+    """The incident's node (16M entries, 50 pods) under each release, with --gc-max-interval 1h, and restarted."""
+    header = ["release", "walk", "verdict", "all Ready by", "ADD timeouts", "with --gc-max-interval 1h",
+              "restarted (`--agent-state fresh`)"]  # fmt: skip
     rows = []
     for version in RELEASES:
         r = _run(entries="16M", pods="50", cilium_version=version)
         capped = _run(entries="16M", pods="50", cilium_version=version, gc_max_interval="1h", horizon="12h")
+        fresh = _run(entries="16M", pods="50", cilium_version=version, agent_state="fresh")
+        exits = fresh.agent["fatal_exits_at_s"] if fresh.agent is not None else []
+        assert isinstance(exits, list)
+        fatal = f"; {len(exits)} log.Fatal exits before its API answered" if exits else ""
         rows.append(
             [
                 f"v{version}",
@@ -236,6 +241,7 @@ def table_releases() -> str:
                 _s(r.recovered_at),
                 f"{r.counters.add_timeouts:,}",
                 f"{capped.verdict}, all Ready by {_s(capped.recovered_at)}",
+                f"{fresh.verdict}, all Ready by {_s(fresh.recovered_at)}{fatal}",
             ]
         )
     return _md(header, rows)

@@ -222,6 +222,17 @@ SCENARIO_FLAGS: dict[str, tuple[Any, Any]] = {
         ],
         "warm",
     ),
+    "agent_bootstrap": (
+        Annotated[
+            Str,
+            _opt(
+                "A fresh agent's start-up before its API answers, the initial CT scan aside: pods' CNI calls wait "
+                "for it (default: 0s).",
+                "DURATION",
+            ),
+        ],
+        None,
+    ),
     "rate": _GROUPED["rate"],
     "churn": (
         Annotated[

@@ -58,6 +58,8 @@ def _gc_line(r: Result) -> str:
         if s.gc_max_interval and s.gc_max_interval < s.gc_initial_interval:
             policy += f" (passes at most {format_duration(s.gc_max_interval)} apart: conntrack-gc-max-interval)"
     first = "first pass now" if s.gc_first_pass == 0 else f"next pass in {format_duration(s.gc_first_pass)}"
+    if r.agent is not None:
+        first = "first pass as the agent starts (see its start-up below)"
     return f"{policy}, {first}"
 
 
@@ -222,6 +224,8 @@ def render(r: Result, console: Terminal | None = None, mitigations: list[Mitigat
         f"DEL: {c.del_calls:,} calls, {c.del_timeouts:,} timed out"
     )
     console.print(_latency_line(r.latency_figures()))
+    if r.agent is not None:
+        console.print(_agent_start_line(r.agent, c.add_no_agent))
     if r.rollout is not None:
         ro = r.rollout
         done = "not done" if ro["done_at_s"] is None else f"done at {_s(ro['done_at_s'])}"
@@ -423,3 +427,21 @@ def render_plan(plan: CapacityPlan, console: Terminal | None = None) -> None:
             f"{plan.burst}-pod burst {o.verdict} ({o.pods_ready} Ready, all by {ready}; "
             f"{o.add_429} HTTP 429)"
         )
+
+
+def _agent_start_line(agent: dict, no_agent: int) -> str:
+    """A fresh agent's start-up: when its API answered, and what the initial scan's log.Fatal cost."""
+    served = agent["api_served_at_s"]
+    answered = "never answered" if served is None else f"answered at {format_duration(served)}"
+    exits = agent["fatal_exits_at_s"]
+    fatal = ""
+    if exits:
+        fatal = (
+            f'; the initial CT scan outlasted 30 s {_n(len(exits), "time", "times")} (log.Fatal "Timeout while '
+            f"waiting for initial conntrack scan\", restarted after kubelet's back-off), last at "
+            f"{format_duration(exits[-1])}; the killed scans deleted {agent['deleted_by_killed_scans']:,} entries"
+        )
+    return (
+        f"Agent start-up: API {answered}{fatal}; {no_agent:,} ADDs found no agent within 30 s, "
+        f"{agent['deletes_queued']:,} DELs queued for it"
+    )

@@ -13,6 +13,11 @@ from ctsim.core.rate import APILimiterParameters
 # Timeouts.
 CLIENT_TIMEOUT = 90.0  # pkg/api ClientTimeout: cilium-cni's deadline for PUT /endpoint
 TEARDOWN_TIMEOUT = 60.0  # containerd's deferred CNI DEL (not Cilium's)
+CLIENT_CONNECT_TIMEOUT = 30.0  # defaults.ClientConnectTimeout: cilium-cni ADD polls the agent's GetConfig this long
+CLIENT_CONNECT_POLL = 0.5  # client.NewDefaultClientWithTimeout's sleep between polls
+INITIAL_SCAN_TIMEOUT = 30.0  # v1.16.0-1.16.6: bootstrap log.Fatal's past this without the initial CT scan
+CRASH_LOOP_BACKOFF = 10.0  # kubelet's backOffPeriod: a crashed container's first restart delay, doubling
+CRASH_LOOP_MAX_BACKOFF = 300.0  # kubelet's MaxContainerBackOff
 CT_TIMEOUT_TCP_FIN = 10.0  # seconds; bpf-ct-timeout-regular-tcp-fin
 CT_TIMEOUT_ANY = 60.0  # seconds; bpf-ct-timeout-regular-any: a non-TCP entry's life after its last packet
 DEFAULT_REGENERATION = 2.0  # the model's assumption: seconds to compile and load an endpoint's programs

@@ -104,12 +104,25 @@ class ReleaseRules(NamedTuple):
     gc_duration_reads_zero: bool  # 1.18.0-1.19.x: the batched path observes 0 s (fixed in 1.20.0, 44a281d119)
     gc_after_endpoint_restore: bool  # 1.19.0 (8303db21c5): the GC starts once restored endpoints regenerated
     cni_del_connect_timeout_s: float  # 10 s; 1.19.0: 1.5 s (f372e54f27)
+    # v1.16.0-1.16.6: ``Enable()`` blocks bootstrap until the initial scan, and log.Fatal's after 30 s
+    # (gc.go:223-228 at ad6882773c); non-blocking from 1.16.7 (a0a5571e74) and 1.17.0 (fea19ec9c7).
+    initial_scan_blocks: bool
 
-    def unplayed(self) -> list[str]:
-        """What this release does that the model does not play, in words a run's note can carry."""
+    def starts_up(self, bootstrap_s: float) -> bool:
+        """A fresh agent's start-up shows in a run (``sim.bootstrap``): its API waits, or its GC does."""
+        return bool(bootstrap_s) or self.initial_scan_blocks or self.gc_after_endpoint_restore
+
+    def unplayed(self, agent_down: bool) -> list[str]:
+        """What this release does that the model does not play, in words a run's note can carry.
+
+        ``agent_down``: the run has the agent's API down for a while (a fresh agent's bootstrap).
+        """
         out = []
-        if self.gc_after_endpoint_restore:
-            out.append("the GC starts once restored endpoints have regenerated (a run restores none)")
+        if agent_down and self.cni_del_connect_timeout_s < 10.0:
+            out.append(
+                "a DEL that finds the socket directory but no socket sleeps 5 s up to 3 times first (66a4e8e451): "
+                "the run takes the socket as there"
+            )
         return out
 
 
@@ -134,4 +147,5 @@ def rules(r: Release) -> ReleaseRules:
         gc_duration_reads_zero=(1, 18, 0) <= r < (1, 20, 0),
         gc_after_endpoint_restore=v119,
         cni_del_connect_timeout_s=1.5 if v119 else 10.0,
+        initial_scan_blocks=r < (1, 16, 7),
     )

@@ -60,6 +60,7 @@ class Given:
     any_max_entries: int | None = None  # the non-TCP map's capacity (bpf-ct-global-any-max)
     expired_fraction: float | None = None
     agent_state: AgentState = AgentState.WARM
+    agent_bootstrap: float | None = None  # a fresh agent's start-up before its API answers, the initial scan aside
     ipv6_entries: int | None = None
     ipv6_any_entries: int | None = None
     ipv6_max_entries: int | None = None
@@ -203,6 +204,7 @@ PARSERS: dict[str, Callable[[str], object]] = {
     "ipv6_any_entries": _count("--ipv6-any-entries"),
     "ipv6_max_entries": _count("--ipv6-max-entries", minimum=LIMIT_TABLE_MIN),
     "agent_state": _agent_state,
+    "agent_bootstrap": _duration("--agent-bootstrap", allow_zero=True, maximum=MAX_DEADLINE),
     "expired_fraction": lambda text: parse_float(text, "--expired-fraction", low=0.0, high=1.0),
     "calibration": _calibration,
     "rate": lambda text: float(parse_count(text, "--rate", minimum=1, maximum=MAX_WALK_RATE)),
@@ -264,7 +266,7 @@ FLAG_NAMES: dict[str, str] = {name: "--" + name.replace("_", "-") for name in PA
     "delete_schedule": "--deletes",
 }
 _DURATIONS = frozenset(
-    {"conn_duration", "deadline", "horizon", "regeneration", "create_mean_processing"}
+    {"conn_duration", "deadline", "horizon", "regeneration", "create_mean_processing", "agent_bootstrap"}
     | {"gc_max_interval", "gc_interval", "gc_initial_interval", "gc_next_pass"}
 )
 

@@ -128,6 +128,7 @@ class Scenario:
     rollout: int = 0  # a Deployment's pods replaced by a rolling update (0: none)
     max_surge: int = 0  # resolved from --max-surge for ``rollout`` replicas
     max_unavailable: int = 0
+    agent_bootstrap: float = 0.0  # a fresh agent's start-up before its API answers, the initial scan aside
     calibration: str | None = None  # the calibration file, when one was given
     # What the user gave, parsed: variants of this node (plan, mitigations, sweeps) replace its numbers.
     given: Given = field(default_factory=lambda: Given(), compare=False, repr=False)
@@ -237,6 +238,8 @@ class Scenario:
             d.pop("rollout")
         d.pop("max_surge")
         d.pop("max_unavailable")
+        if not self.agent_bootstrap:
+            d.pop("agent_bootstrap")
         for name in ("arrival_schedule", "delete_schedule"):
             schedule = getattr(self, name)
             if schedule is None:
@@ -259,7 +262,7 @@ _JSON_ORDER = (
     "seed", "any_entries", "bucket_seconds", "ipv6_any_entries", "any_churn", "ipv6_churn", "ipv6_any_churn",
     "create_mean_processing", "until_resolved", "notes", "origins", "time_scale", "pod_start_spread", "arrivals",
     "calibration", "api_rate_limit", "create_limiter", "arrival_schedule", "delete_schedule", "ct_fill_signals",
-    "nat_fill_signals", "rollout",
+    "nat_fill_signals", "rollout", "agent_bootstrap",
 )  # fmt: skip
 
 
@@ -364,7 +367,7 @@ def resolve(g: Given) -> Scenario:
             f"{format_duration(deadline_s)} CNI deadline: give --deadline above --regeneration-time"
         )
     origin("cores", g.cores, from_preset)
-    fixed, initial, first_pass, max_interval = _gc_start(g, rules(release).interval_cache, notes)
+    fixed, initial, first_pass, max_interval = _gc_start(g, rules(release), notes)
     maps = [
         MapInputs(MapType.IPV4_TCP, n_entries, tcp_max, schedule),
         MapInputs(MapType.IPV4_ANY, n_any, any_max, any_schedule),
@@ -393,6 +396,15 @@ def resolve(g: Given) -> Scenario:
         origins["limiter"] = said("create_limiter")
     if g.enable_api_rate_limit is False:
         mean, origins["limiter"] = 0.0, said("enable_api_rate_limit").amended(": --enable-api-rate-limit false")
+    if g.agent_bootstrap is not None and g.agent_state is not AgentState.FRESH:
+        raise InputError("--agent-bootstrap: a fresh agent's start-up; give --agent-state fresh too")
+    if g.agent_state is AgentState.FRESH and rules(release).initial_scan_blocks:
+        notes.append(
+            f"{release} blocks its start-up on the initial CT scan and exits (log.Fatal) if it takes over 30 s: "
+            "fixed in v1.16.7 and 1.17.0 (fea19ec9c7)"
+        )
+        if g.gc_next_pass is not None:
+            notes.append(f"--gc-next-pass has no effect: {release}'s initial scan runs as the agent starts")
     return Scenario(
         preset=p.name,
         profile=prof.name,
@@ -428,6 +440,7 @@ def resolve(g: Given) -> Scenario:
         calibration=g.calibration.path if g.calibration is not None else None,
         arrivals=_arrivals(g, horizon_s),
         arrival_schedule=g.arrival_schedule,
+        agent_bootstrap=g.agent_bootstrap or 0.0,
         delete_schedule=g.delete_schedule,
         ct_fill_signals=g.ct_fill_signals,
         nat_fill_signals=g.nat_fill_signals,
@@ -621,7 +634,9 @@ def _release(g: Given, notes: list[str], said: Callable[[str], Origin]) -> tuple
                 f"--cilium-version: {g.cilium_version} is not of --profile {g.profile}'s release line: give one of them"
             )
         prof, origin = line, said("cilium_version")
-    unplayed = rules(release).unplayed()
+    fresh = g.agent_state is AgentState.FRESH
+    agent_down = fresh and (bool(g.agent_bootstrap) or rules(release).initial_scan_blocks)
+    unplayed = rules(release).unplayed(agent_down)
     if unplayed:
         notes.append(f"{release} also, and the model does not play it: {'; '.join(unplayed)}")
     return release, prof, origin
@@ -702,7 +717,7 @@ def _warm_limiter(
 _GCStart = tuple[float, float, float, float]
 
 
-def _gc_start(g: Given, cache: IntervalCache, notes: list[str]) -> _GCStart:
+def _gc_start(g: Given, release: ReleaseRules, notes: list[str]) -> _GCStart:
     """The GC's state at t=0 (GetInterval's cachedGCInterval, and when the next pass runs).
 
     A fresh agent has no cached interval and runs its first pass now; so does
@@ -720,14 +735,15 @@ def _gc_start(g: Given, cache: IntervalCache, notes: list[str]) -> _GCStart:
         initial, first_pass = fixed, 0.0
     elif g.agent_state is AgentState.FRESH:
         initial, first_pass = 0.0, 0.0
-        notes.append("fresh agent: 4 requests skip the API limiter; GC runs now, next interval from 5m")
+        when = "once the agent has started" if release.starts_up(g.agent_bootstrap or 0.0) else "now"
+        notes.append(f"fresh agent: 4 requests skip the API limiter; GC runs {when}, next interval from 5m")
     else:
         # Mid-cycle: half the interval the agent sleeps, which GetInterval caps at conntrack-gc-max-interval.
         # Up to v1.18.1 the cached interval stays 12 h (calculateInterval writes it uncapped); from v1.18.2 the
         # GC loop caches the capped one.
         initial, drifted = CONNTRACK_GC_MAX_LRU_INTERVAL, True
         sleeps = min(initial, max_interval) if max_interval else initial
-        if cache is IntervalCache.CAPPED and max_interval:
+        if release.interval_cache is IntervalCache.CAPPED and max_interval:
             initial = sleeps
         first_pass = DRIFTED_NEXT_PASS if sleeps == initial else sleeps / 2
     if fixed:

@@ -22,6 +22,7 @@ from ctsim.core.errors import InputError, WorkFailed
 from ctsim.core.maptype import MapType
 from ctsim.core.origin import Origin
 from ctsim.core.quantity import parse_duration
+from ctsim.core.releases import rules
 from ctsim.inputs.scenario import MapInputs, Scenario
 from ctsim.kernel.bpf import BPFMap
 from ctsim.kernel.emulated_node import PACE, EmulatedNode, EmuPod, fill_table
@@ -314,6 +315,12 @@ def check(s: Scenario, time_scale: float) -> None:
     for name in ("arrival_schedule", "delete_schedule"):
         if getattr(s, name) is not None:
             raise InputError("ctsim emulate plays the burst at t=0 only (ctsim run plays a schedule)", name)
+    if s.agent_state == "fresh" and rules(s.release).starts_up(s.agent_bootstrap):
+        raise InputError(
+            f"ctsim emulate starts the agent with its API up and its GC at once; {s.release}'s start-up is not "
+            "emulated (ctsim run plays it; 1.16.7 to 1.18 start so)",
+            "agent_state",
+        )
     if s.pods > MAX_EMULATED_PODS:
         raise InputError(f"ctsim emulate runs at most {MAX_EMULATED_PODS} pods (one thread each)", "pods")
     if s.map(MapType.IPV4_TCP).entries < 1:

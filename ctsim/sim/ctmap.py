@@ -229,6 +229,13 @@ class CTMap:
         self._present -= deleted
         return deleted
 
+    def delete_oldest_expired(self, now: float, n: int) -> int:
+        """Remove the ``n`` oldest entries, all expired at ``now`` (at most as many as are); returns how many."""
+        n = min(n, self.expired(now))
+        if n > 0:
+            self._evict(now, n)  # the oldest are expired ones: nothing live is counted evicted
+        return max(n, 0)
+
     @property
     def cohorts(self) -> int:
         return sum(r.n for r in self._runs)

@@ -41,12 +41,12 @@ class GCPass:
 @dataclass
 class GCHistory:
     passes: list[GCPass] = field(default_factory=list)
-    on_pass: Callable[[GCPass], None] | None = None  # told of every pass as it ends
+    watchers: list[Callable[[GCPass], None]] = field(default_factory=list)  # told of every pass as it ends
 
     def record(self, done: GCPass) -> None:
         self.passes.append(done)
-        if self.on_pass is not None:
-            self.on_pass(done)
+        for told in tuple(self.watchers):  # a watcher may leave as it is told
+            told(done)
 
     @property
     def intervals(self) -> list[float]:

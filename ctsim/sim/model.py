@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import simpy
 
 if TYPE_CHECKING:  # a run's optional parts, imported where a run has them (most have none)
+    from ctsim.sim.bootstrap import AgentStart
     from ctsim.sim.deletion import Deletion
     from ctsim.sim.rollout import Rollout
     from ctsim.sim.signals import GCSignals
@@ -28,7 +29,7 @@ from ctsim.sim.gc import GCHistory, GCPass, run_gc, run_gc_signalled
 from ctsim.sim.intervals import RetryIntervals
 from ctsim.sim.kubelet import pod_worker
 from ctsim.sim.lock import GlobalDeleteLock
-from ctsim.sim.node import Family, Node
+from ctsim.sim.node import AgentAPI, Family, Node
 from ctsim.sim.parking import Parking
 from ctsim.sim.pod import Pod, new_pod
 from ctsim.sim.result import STALL, Advice, FamilyResult, LimiterEnd, Result, verdict
@@ -96,20 +97,28 @@ class Model:
         names = tuple(f.name for f in families)
         release = rules(s.release)
         sent = s.signals_sent(release)
+        self.signals: GCSignals | None = None
         if sent:
             from ctsim.sim.signals import GCSignals, signal_source
 
-            self.signals: GCSignals | None = GCSignals(env)
+            self.signals = GCSignals(env)
             for name, per_second in sent:
                 env.process(signal_source(env, self.signals, name, per_second, s.horizon, k))
-            gc_loop = run_gc_signalled(
-                env, self._gc_pass, policy, s.gc_first_pass, self.gc, names, self.signals,
-                release.gc_walks_all_families, k,
-            )  # fmt: skip
+
+        def start_gc(first: float) -> None:
+            """The GC goroutine, its first pass ``first`` node seconds on."""
+            if self.signals is not None:
+                walks_all = release.gc_walks_all_families
+                loop = run_gc_signalled(env, self._gc_pass, policy, first, self.gc, names, self.signals, walks_all, k)
+                env.process(loop)
+            else:
+                env.process(run_gc(env, self._gc_pass, policy, first, self.gc, names, k))
+
+        self.agent: AgentStart | None = None
+        if s.agent_state == "fresh" and release.starts_up(s.agent_bootstrap):
+            self._start_agent(start_gc)
         else:
-            self.signals = None
-            gc_loop = run_gc(env, self._gc_pass, policy, s.gc_first_pass, self.gc, names, k)
-        env.process(gc_loop)
+            start_gc(s.gc_first_pass)
         simulated = [m for f in families for m in f.maps]  # in s.maps' order
         feeds = [
             (ctmap, m.churn, CT_TIMEOUT_TCP_FIN if m.type.tcp else CT_TIMEOUT_ANY)
@@ -158,6 +167,29 @@ class Model:
         self.parked = Parking(self.node, deadline) if parks else None
         start_processes(env, lambda: self._start_pods(deadline))
 
+    def _start_agent(self, start_gc: Callable[[float], None]) -> None:
+        """A fresh agent's start-up (``ctsim.sim.bootstrap``): the API down until it is done; the GC from it."""
+        from ctsim.sim.bootstrap import AgentStart, agent_start
+
+        s, env, node = self.scenario, self.env, self.node
+        release = rules(s.release)
+        node.api = AgentAPI(env.event(), release.cni_del_connect_timeout_s)
+        self.agent = AgentStart(node.api, release.initial_scan_blocks)
+
+        def first_pass_done() -> simpy.Event:
+            done = env.event()
+
+            def told(_: GCPass) -> None:
+                self.gc.watchers.remove(told)
+                done.succeed()
+
+            self.gc.watchers.append(told)
+            return done
+
+        restore = s.regeneration_seconds if release.gc_after_endpoint_restore else 0.0
+        gc_delay = restore + s.gc_first_pass  # where the initial scan does not block; else it runs at once
+        env.process(agent_start(node, self.agent, s.agent_bootstrap, start_gc, first_pass_done, gc_delay))
+
     def _stopped(self, _: simpy.Event) -> None:
         self.stopped = True
 
@@ -203,11 +235,11 @@ class Model:
                 env.timeout(since + settle - env.now).callbacks.append(lambda _: check(passed))
 
         def first_pass(p: GCPass) -> None:  # told at the end of the pass
-            self.gc.on_pass = None
+            self.gc.watchers.remove(first_pass)
             passed = p.end
             env.timeout(settle).callbacks.append(lambda _: check(passed))
 
-        self.gc.on_pass = first_pass
+        self.gc.watchers.append(first_pass)
 
     def _start_pods(self, deadline: float) -> None:
         """Every pod's worker, waiting for its first ADD; one start event for all of them."""
@@ -356,6 +388,7 @@ class Model:
             if self.signals is None
             else {"handled": dict(self.signals.sent), "dropped_while_a_pass_ran": dict(self.signals.dropped)},
             limiter_waits={lim.core.name: lim.waits for lim in (node.endpoint_create, node.endpoint_delete)},
+            agent=None if self.agent is None else self.agent.summary(s.time_scale),
         )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import simpy
 
@@ -37,6 +38,20 @@ class Family:
 
 
 @dataclass
+class AgentAPI:
+    """The agent's API while it starts (``ctsim.sim.bootstrap``): not answering until ``serving`` succeeds."""
+
+    serving: simpy.Event
+    del_connect_timeout: float  # cilium-cni's DEL fallback: 10 s; 1.5 s from 1.19.0 (f372e54f27)
+    queued: list[Any] = field(default_factory=list)  # the sandboxes whose DEL was queued, not yet processed
+    deletes_queued: int = 0
+
+    @property
+    def down(self) -> bool:
+        return not self.serving.triggered
+
+
+@dataclass
 class Counters:
     add_attempts: int = 0
     add_ok: int = 0
@@ -44,6 +59,7 @@ class Counters:
     add_429: int = 0
     add_429_paced: int = 0
     add_cancelled_in_limiter: int = 0
+    add_no_agent: int = 0  # ADDs that found no agent answering within ClientConnectTimeout
     del_calls: int = 0
     del_404: int = 0
     del_timeouts: int = 0
@@ -69,6 +85,7 @@ class Node:
     create_params: APILimiterParameters = ENDPOINT_CREATE  # the agent's endpoint-create limiter (Scenario's)
     delete_params: APILimiterParameters = ENDPOINT_DELETE
     delete_404_first: bool = False  # 1.18.0+ (0fd97811e5): DELETE of a missing endpoint is answered before the limiter
+    api: AgentAPI | None = None  # a fresh agent's API while it starts; None: answering from t=0
     counters: Counters = field(default_factory=Counters)
     latency: NodeLatencies = field(default_factory=NodeLatencies)
     endpoint_create: APILimiter = field(init=False)

@@ -116,6 +116,8 @@ class Parking:
     @staticmethod
     def applies(node: Node, deadline_s: float) -> bool:
         """Refusals can be played ahead: ADD's are max_wait's 429s, DEL's end only when containerd gives up."""
+        if node.api is not None:  # an agent that starts: calls wait on its API first
+            return False
         create, delete = node.endpoint_create.core.params, node.endpoint_delete.core.params
         return 0 < create.max_wait < deadline_s and not delete.max_wait
 

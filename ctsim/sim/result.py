@@ -211,6 +211,7 @@ class Result:
     deletions: list[Deletion] = field(default_factory=list)  # --deletes: each running pod deleted
     rollout: dict[str, float | int | None] | None = None  # --rollout: how far it got
     signals: dict[str, dict[str, int]] | None = None  # fill-up signals handled and dropped (muted), by family
+    agent: dict[str, object] | None = None  # a fresh agent's start-up (sim.bootstrap): its starts, exits, API
 
     def deletes(self) -> dict[str, Any]:
         """JSON ``deletes``: how the deletions went, from kubelet's ask to the DEL that succeeded."""
@@ -337,9 +338,11 @@ class Result:
                 "del_calls": c.del_calls,
                 "del_404": c.del_404,
                 "del_timeouts": c.del_timeouts,
+                **({"add_no_agent": c.add_no_agent} if self.agent is not None else {}),
             },
             **({"deletes": self.deletes()} if self.deletions else {}),
             **({"rollout": self.rollout} if self.rollout is not None else {}),
+            **({"agent": self.agent} if self.agent is not None else {}),
             "latency_s": self.latency_figures(),
             "latency_series": LATENCY_SERIES,
             "lock": {
