@@ -317,6 +317,7 @@ class CapacityPlan:
     safe_burst: int | None
     adaptive: SteadyState
     fixed_60s: SteadyState
+    burst_today: Outcome  # the burst on today's table, as `ctsim run` plays it on the same flags
     peak_walk_seconds: float
     peak_safe_burst: int | None
     burst_at_peak: Outcome
@@ -329,6 +330,15 @@ class CapacityPlan:
     @property
     def burst(self) -> int:
         return self.today.pods
+
+    @property
+    def peak_reached_from_today(self) -> bool:
+        """The churn's peak is at or above today's table: the table gets there on its own.
+
+        Below it, today's table holds what the GC has not collected yet: only a
+        GC pass brings it down to the peak, and until then a burst meets today's.
+        """
+        return self.adaptive.peak_entries >= self.entries
 
     @property
     def collapse_rule(self) -> str:
@@ -347,6 +357,8 @@ class CapacityPlan:
             "steady_state": {"adaptive": self.adaptive.to_dict(), "fixed_60s": self.fixed_60s.to_dict()},
             "peak": {"walk_seconds": self.peak_walk_seconds, "safe_burst": self.peak_safe_burst},
             "burst": self.burst,
+            "burst_today": self.burst_today.to_dict(),
+            "peak_reached_from_today": self.peak_reached_from_today,
             "burst_at_peak": self.burst_at_peak.to_dict(),
             "collapse": {
                 "smallest_burst": self.smallest_collapsing_burst,
@@ -426,6 +438,7 @@ def plan(facts: Facts) -> CapacityPlan:
         fixed_60s=fixed,
         peak_walk_seconds=at_the_peak.scrub_seconds,
         peak_safe_burst=peak_fits,
+        burst_today=Outcome.of(simulate(today)),
         burst_at_peak=at_peak,
         smallest_collapsing_burst=smallest_collapsing_burst(facts, adaptive, (peak_fits or 0) + 1),
         replications=facts.replications,

@@ -7,6 +7,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ctsim.cli.tables import plain_console
+from ctsim.core.printable import printable
 from ctsim.fleet.backtest import TOLERANCE_S, TOLERANCE_SHARE, Backtest
 
 _AGREEMENT_STYLE = {"agrees": "green", "slower": "bold red", "faster": "yellow"}
@@ -24,7 +25,7 @@ def render(b: Backtest, console: Console | None = None) -> None:
     console = console or plain_console()
     w = b.window.to_dict()
     console.print(
-        Text(f"Backtest of {b.node}: {w['from_rfc3339']} to {w['to_rfc3339']} ({b.window.seconds:,.0f} s)"),
+        Text(f"Backtest of {printable(b.node)}: {w['from_rfc3339']} to {w['to_rfc3339']} ({b.window.seconds:,.0f} s)"),
         style="bold",
     )
     taken = ", ".join(f"{k} {v} ({series})" for k, (v, series) in b.live.items()) or "nothing"

@@ -25,9 +25,10 @@ MAX_LINE = 400  # characters of an error line: a 100,000-character value is cut,
 
 def one_line(message: str) -> str:
     """What an error line says: one line, no password, at most ``MAX_LINE`` characters."""
+    from ctsim.core.printable import printable
     from ctsim.core.urls import redact_text
 
-    text = redact_text(" ".join(message.split("\n")))
+    text = printable(redact_text(" ".join(message.split("\n"))))
     if len(text) > MAX_LINE:
         text = f"{text[:MAX_LINE]}... ({len(text) - MAX_LINE:,} more characters)"
     return text
@@ -195,3 +196,32 @@ def with_flags(
         **{name: annotation for name, (annotation, _) in flags.items()},
     }
     return wrapper
+
+
+def whole_number(flag: str, minimum: int | None = None, maximum: int | None = None) -> Any:
+    """A typer ``click_type`` for ``flag``'s whole number in ASCII digits, within [minimum, maximum].
+
+    click's own INT is Python's ``int()``, which reads ``1_0`` as 10 and Arabic-Indic or full-width digits
+    as numbers: a typo read silently as another number. Every numeric flag takes ASCII digits only.
+    """
+    import re
+
+    import click
+
+    class WholeNumber(click.ParamType):
+        name = "integer"
+
+        def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> int:
+            if isinstance(value, int) and not isinstance(value, bool):
+                n = value
+            elif isinstance(value, str) and re.fullmatch(r"[+-]?[0-9]+", value.strip(), flags=re.ASCII):
+                n = int(value.strip())
+            else:
+                raise click.BadParameter(f"{value!r} is not a whole number (ASCII digits)", ctx, param, flag)
+            if (minimum is not None and n < minimum) or (maximum is not None and n > maximum):
+                low = "" if minimum is None else f"{minimum}<="
+                high = "" if maximum is None else f"<={maximum}"
+                raise click.BadParameter(f"{n} is not in the range {low}x{high}", ctx, param, flag)
+            return n
+
+    return WholeNumber()

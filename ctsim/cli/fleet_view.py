@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from ctsim.cli.term import print_json
 from ctsim.core.defaults import DEFAULT_DYNAMIC_SIZE_RATIO
 from ctsim.core.errors import InputError
+from ctsim.core.printable import printable
 from ctsim.core.quantity import format_count, format_duration, parse_float
 from ctsim.fleet.risk import Assumptions, NodeRisk
 from ctsim.fleet.series import FleetRead
@@ -242,6 +243,7 @@ def json_doc(rows: list[NodeRisk], read: FleetRead, url: str, node_label: str, q
             "series": read.series,
             "unlabelled_series": read.unlabelled,
             "query_seconds": query_seconds,
+            "prometheus_warnings": list(read.warnings),
         },
     }
 
@@ -263,6 +265,7 @@ def render(
 ) -> None:
     """The ranking: worst first, one line a node (kubectl's layout), its notes below, then what the read saw."""
     from rich.table import Table
+    from rich.text import Text
 
     from ctsim.cli.tables import plain_console
 
@@ -273,19 +276,24 @@ def render(
         table.add_column(c.header, no_wrap=c.header == "node")  # a node's name is never cut
     shown = rows if limit is None else rows[:limit]
     for i, r in enumerate(shown, 1):
-        table.add_row(*(c.cell(i, r) for c in columns if c.cell), style=_LEVEL_STYLE.get(r.level, ""))
+        # Every cell escaped and never markup: a node's name, its release, a label are outside text (a newline
+        # would forge a row, "[red]" restyle it).
+        table.add_row(*(Text(printable(c.cell(i, r))) for c in columns if c.cell), style=_LEVEL_STYLE.get(r.level, ""))
     console.print(table)
     noted = [(i, r) for i, r in enumerate(shown, 1) if r.unknown or r.flags]
     if noted:
         console.print("notes:")
     for i, r in noted:
-        console.print(f"  {i} {r.node}: {'; '.join(r.unknown + r.flags)}", markup=False)  # wrapped at words
+        console.print(printable(f"  {i} {r.node}: {'; '.join(r.unknown + r.flags)}"), markup=False)  # wrapped at words
     levels = {lv: sum(r.level == lv for r in rows) for lv in ("critical", "warning", "ok", "unknown")}
     counts = ", ".join(f"{n} {lv}" for lv, n in levels.items() if n)
     more = f" (the first {len(shown)} shown; --limit)" if len(shown) < len(rows) else ""
     console.print(f"{len(rows)} nodes{more}: {counts}. Read from {url} in {len(read.queries)} queries.")
     if read.unlabelled:
         console.print(f"{read.unlabelled} series carried no node label and were left out (--node-label).")
+    if read.warnings:  # a partial answer: some rows may lack what a down store held
+        said = "; ".join(read.warnings)
+        console.print(printable(f"Prometheus warned, so its answers may be partial: {said}"), markup=False)
 
 
 # The node the fleet's fallbacks size: Cilium's own defaults (static maps; --node-memory alone takes the Helm

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from ctsim.cli.command import with_flags
+from ctsim.cli.command import whole_number, with_flags
 from ctsim.core.profiles import DEFAULT_PROFILE, choices
 from ctsim.core.quantity import format_bytes
 
@@ -51,8 +51,8 @@ def _ratio(r: float | None) -> str:
     return "none (static map sizes)" if r is None else f"{r:g}"
 
 
-def _opt(help_text: str, metavar: str | None = None) -> Any:
-    return typer.Option(help=help_text, rich_help_panel="Scenario", metavar=metavar)
+def _opt(help_text: str, metavar: str | None = None, **kw: Any) -> Any:
+    return typer.Option(help=help_text, rich_help_panel="Scenario", metavar=metavar, **kw)
 
 
 Where = Callable[[str], str]  # a flag's name -> what its help adds: its default, or when the command uses it
@@ -322,7 +322,7 @@ SCENARIO_FLAGS: dict[str, tuple[Any, Any]] = {
         ],
         None,
     ),
-    "seed": (Annotated[int, _opt("Random seed: same seed, same result.", "INT")], 1),
+    "seed": (Annotated[int, _opt("Random seed: same seed, same result.", "INT", click_type=whole_number("--seed"))], 1),
     "preset": (Annotated[Str, _opt("analytics (the incident, default) or standard.", "NAME")], None),
     "profile": _GROUPED["profile"],
     "cilium_version": (

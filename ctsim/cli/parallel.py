@@ -11,7 +11,9 @@ from ctsim.core.errors import InputError
 
 def replications_option(help_text: str) -> Any:
     """``--replications R``; its bounds are checked by ``ctsim.capacity.replications.check`` (loaded only if used)."""
-    return typer.Option(metavar="R", help=help_text)
+    from ctsim.cli.command import whole_number
+
+    return typer.Option(metavar="R", help=help_text, click_type=whole_number("--replications"))
 
 
 def scheduler_option(what: str) -> Any:

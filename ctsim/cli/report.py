@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ctsim.cli.term import Terminal
+from ctsim.core.printable import printable
 from ctsim.core.quantity import format_count, format_duration
 from ctsim.core.rate import APILimiterParameters
 from ctsim.sim.model import STORM_SETTLE
@@ -145,7 +146,7 @@ def render(r: Result, console: Terminal | None = None, mitigations: list[Mitigat
     def why(*names: str) -> str:
         """Each input's origin, dimmed, after its value."""
         said = [o for o in (s.origin(n) for n in names) if o]
-        return b(f"  [{'; '.join(said)}]", "dim") if said else ""
+        return b(printable(f"  [{'; '.join(said)}]"), "dim") if said else ""  # a series' node: outside text
 
     inputs: list[tuple[str, str]] = []
     inputs.append(("preset / release", f"{s.preset} / Cilium {s.release} ({s.cores} cores){why('release', 'cores')}"))
@@ -197,7 +198,7 @@ def render(r: Result, console: Terminal | None = None, mitigations: list[Mitigat
     inputs.append(("horizon / seed", f"{format_duration(r.ended_at)}{why('horizon')} / {s.seed}"))
     console.grid(inputs)
     for note in s.notes:
-        console.print(b(f"note: {note}", "dim"))
+        console.print(b(printable(f"note: {note}"), "dim"))
     console.print()
 
     per_family = ""
@@ -365,7 +366,9 @@ def render_plan(plan: CapacityPlan, console: Terminal | None = None) -> None:
     b = console.style
     today = plan.today
     for flag, live in (plan.live or {}).items():
-        console.print(f"--{flag.replace('_', '-')} {live['value']}: live, {live['series']} of {live['node']}")
+        console.print(
+            printable(f"--{flag.replace('_', '-')} {live['value']}: live, {live['series']} of {live['node']}")
+        )
     tcp4, any4 = today.families()["ipv4"]
     console.print(
         f"CT maps: TCP {tcp4.max_entries:,} + non-TCP {any4.max_entries:,} entries "
@@ -381,19 +384,30 @@ def render_plan(plan: CapacityPlan, console: Terminal | None = None) -> None:
     churn = tcp4.churn.describe()
     if any4.churn.segments[0][0] or len(any4.churn.segments) > 1:
         churn = f"{churn} TCP + {any4.churn.describe()} non-TCP"
-    console.print(
-        f"Churn {churn}: the table peaks at {a.peak_entries:,} entries under the adaptive GC "
-        f"({drift}), {f.peak_entries:,} with conntrack-gc-interval 60s"
-    )
 
     def fits(n: int | None) -> str:
         return "any burst" if n is None else f"{n} pod{'' if n == 1 else 's'}"
 
+    # Today's table first: it is the one a burst meets now (#52).
     console.print(
         f"Today's table: {plan.entries:,.0f} entries, one scrub walks for {plan.walk_seconds:.1f} s at "
         f"{today.walk_rate:,.0f} entries/s; the largest burst whose scrubs fit {format_duration(today.deadline)}: "
         f"{fits(plan.safe_burst)} (as `ctsim run` advises on the same flags)"
     )
+    now = plan.burst_today
+    console.print(
+        f"A {plan.burst}-pod burst on today's table: {b(now.verdict.upper(), _VERDICT_STYLE.get(now.verdict, 'bold'))} "
+        f"({now.pods_ready} Ready, {now.ready_first_attempt} at the first attempt, {now.add_timeouts} ADD timeouts, "
+        f"{now.add_429} HTTP 429)"
+    )
+    peak = f"the table peaks at {a.peak_entries:,} entries under the adaptive GC ({drift})"
+    if not plan.peak_reached_from_today:
+        peak = (
+            f"the table peaks at {a.peak_entries:,} entries from an empty one under the adaptive GC ({drift}), "
+            f"below today's {plan.entries:,.0f}: the churn alone never brings today's table down to it, only a GC "
+            "pass collecting what it holds does"
+        )
+    console.print(f"Churn {churn}: {peak}; {f.peak_entries:,} with conntrack-gc-interval 60s")
     console.print(
         f"At the peak one scrub walks for {plan.peak_walk_seconds:.1f} s; the largest burst whose scrubs fit: "
         f"{fits(plan.peak_safe_burst)}"

@@ -33,7 +33,11 @@ class Calibration:
         return self.batch_entries_per_s if walk is WalkKind.BATCHED else self.per_entry_entries_per_s
 
     def describe(self, walk: WalkKind) -> str:
-        return f"calibrated ({walk.syscall}): {self.path}, measured {self.measured_at} on kernel {self.kernel}"
+        from ctsim.core.printable import printable  # the file's words: outside text
+
+        return printable(
+            f"calibrated ({walk.syscall}): {self.path}, measured {self.measured_at} on kernel {self.kernel}"
+        )
 
 
 # What a measured rate or cost can be on any machine; outside, the file is wrong.

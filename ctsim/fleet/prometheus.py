@@ -20,6 +20,10 @@ from ctsim.core.files import read_text
 from ctsim.core.urls import check_port, redact
 
 DEFAULT_TIMEOUT_S = 30.0
+# An answer's size once decoded: a 10,000-node fleet's largest is a few MB. A gzip reply of 1 MiB can inflate to
+# gigabytes; reading stops past this.
+MAX_ANSWER_BYTES = 128 << 20
+MAX_WARNINGS = 20  # Prometheus' warnings kept per read, in order, each once
 
 
 class PrometheusError(InputError):
@@ -78,6 +82,7 @@ class Client:
     transport: Transport = field(default_factory=Transport)
     queries: int = 0
     seconds: float = 0.0  # wall time spent waiting for answers
+    warnings: list[str] = field(default_factory=list)  # what Prometheus warned of (a partial answer), each once
     _http: Any = None
 
     def __post_init__(self) -> None:
@@ -126,11 +131,20 @@ class Client:
             cert = (t.cert_file, t.key_file) if t.key_file is not None else t.cert_file
         prefix = base.rstrip("/") + "/"
         try:
+            # A 307/308 to the API keeps the method and the form; httpx drops credentials on a change of origin.
             self._http = httpx.Client(
-                base_url=prefix, headers=headers, auth=auth, verify=verify, cert=cert, timeout=t.timeout_s
-            )
+                base_url=prefix, headers=headers, auth=auth, verify=verify, cert=cert, timeout=t.timeout_s,
+                follow_redirects=True,
+            )  # fmt: skip
+        except ImportError:  # httpx without its socks extra, given a socks5:// proxy by the environment
+            proxy = _proxy_for(parsed)
+            raise InputError(
+                f"a SOCKS proxy ({proxy[0]}={redact(proxy[1])}) needs httpx's socks extra "
+                "(pip install 'httpx[socks]'), or unset it",
+                "url",
+            ) from None
         except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError: a bad certificate or key
-            raise InputError(f"cannot load the client certificate: {exc}", "cert_file") from None
+            raise _setup_error(exc, parsed, t) from None
 
     @property
     def shown(self) -> str:
@@ -162,16 +176,63 @@ class Client:
         timeout = self.transport.timeout_s
         try:
             # The whole request within --timeout: httpx bounds each read, a trickling server never trips that.
-            response = within(timeout, lambda: self._http.post("api/v1/query", data=form))
+            response, body = within(timeout, lambda: self._post(form, where))
         except (httpx.TimeoutException, TimeoutError):
             raise PrometheusError(f"{where}: no whole answer within {timeout:g}s (--timeout)") from None
+        except httpx.TooManyRedirects:
+            raise PrometheusError(f"{where}: redirected round and round (over 20 redirects)") from None
         except httpx.HTTPError as exc:
+            proxy = _proxy_for(httpx.URL(self.url.strip()))
+            if proxy is not None and isinstance(exc, httpx.TransportError):
+                raise PrometheusError(
+                    f"cannot reach {where} through the proxy {redact(proxy[1])} (from ${proxy[0]}): {_reason(exc)}"
+                ) from None
             raise PrometheusError(f"{where}: cannot connect: {_reason(exc)}") from None
         except UnicodeError:  # the resolver's IDNA codec: a label over 63 characters, or a name over 253
             raise PrometheusError(f"{where}: cannot connect: not a valid host name") from None
         finally:
             self.seconds += time.perf_counter() - start
-        return _samples(response, where, expr)
+        return _samples(response, body, where, expr, self.warnings)
+
+    def _post(self, form: dict[str, str], where: str) -> tuple[Any, bytes]:
+        """The answer and its body, decoded, read up to ``MAX_ANSWER_BYTES``."""
+        with self._http.stream("POST", "api/v1/query", data=form) as response:
+            chunks, size = [], 0
+            for chunk in response.iter_bytes():
+                size += len(chunk)
+                if size > MAX_ANSWER_BYTES:
+                    raise PrometheusError(
+                        f"{where}: an answer over {MAX_ANSWER_BYTES >> 20} MiB once decoded "
+                        f"({response.headers.get('content-encoding', 'not compressed')}): not read further"
+                    )
+                chunks.append(chunk)
+            return response, b"".join(chunks)
+
+
+def _proxy_for(url: Any) -> tuple[str, str] | None:
+    """The environment's proxy for ``url`` as httpx takes it (``*_proxy``, ``NO_PROXY``): (variable, proxy URL)."""
+    import urllib.request
+
+    found = {k.lower(): (k, v) for k, v in os.environ.items() if k.lower().endswith("_proxy") and v}
+    if "no_proxy" in found and urllib.request.proxy_bypass_environment(url.host, {"no": found["no_proxy"][1]}):
+        return None
+    for name in (f"{url.scheme}_proxy", "all_proxy"):
+        if name in found:
+            return found[name]
+    return None
+
+
+def _setup_error(exc: Exception, url: Any, t: Transport) -> InputError:
+    """What setting up the client failed on, blamed on what the user gave: a proxy, a certificate, the CA store."""
+    proxy = _proxy_for(url)
+    if proxy is not None and "proxy" in str(exc).lower():
+        return InputError(f"the proxy {proxy[0]}={redact(proxy[1])}: {_reason(exc)}", "url")
+    if t.cert_file is not None:
+        return InputError(f"cannot load the client certificate: {exc}", "cert_file")
+    for name in ("SSL_CERT_FILE", "SSL_CERT_DIR"):
+        if os.environ.get(name):
+            return InputError(f"${name}={os.environ[name]}: not a readable CA bundle ({_reason(exc)})", "url")
+    return InputError(f"cannot set up the HTTP client: {_reason(exc)}", "url")
 
 
 def _reason(exc: Exception) -> str:
@@ -179,7 +240,9 @@ def _reason(exc: Exception) -> str:
     return text[0][:200] if text else type(exc).__name__
 
 
-def _samples(response: Any, where: str, expr: str) -> list[Sample]:
+def _samples(response: Any, body: bytes, where: str, expr: str, warnings: list[str]) -> list[Sample]:
+    import json
+
     code = response.status_code
     if code in (401, 403):
         raise PrometheusError(
@@ -187,7 +250,7 @@ def _samples(response: Any, where: str, expr: str) -> list[Sample]:
             "(--bearer-token-file, or --basic-auth-user and --basic-auth-password-file)"
         )
     try:
-        doc = response.json()
+        doc = json.loads(body)
     except ValueError:
         kind = response.headers.get("content-type", "no content type")
         raise PrometheusError(
@@ -198,6 +261,12 @@ def _samples(response: Any, where: str, expr: str) -> list[Sample]:
     if doc["status"] != "success":
         error = str(doc.get("error", "no error given"))[:300]
         raise PrometheusError(f"{where}: query {expr!r} failed: {doc.get('errorType', 'error')}: {error}")
+    said = doc.get("warnings")
+    if isinstance(said, list):  # a partial answer (a store down, a limit hit): kept to be said, not dropped
+        for w in said:
+            text = str(w)[:300]
+            if text not in warnings and len(warnings) < MAX_WARNINGS:
+                warnings.append(text)
     data = doc.get("data")
     if not isinstance(data, dict):
         raise PrometheusError(f"{where}: an answer with no data for {expr!r}")

@@ -233,6 +233,7 @@ class FleetRead:
     queries: dict[str, str]
     series: dict[str, int]  # query -> series returned
     unlabelled: int  # series without the node label, left out
+    warnings: tuple[str, ...] = ()  # what Prometheus warned of while answering (a partial answer)
 
 
 def read_fleet(client: Client, q: Query, only: str | None = None) -> FleetRead:
@@ -271,7 +272,8 @@ def read_fleet(client: Client, q: Query, only: str | None = None) -> FleetRead:
 
     _ctwatch(each)
     _cilium(each)
-    return FleetRead(nodes, at, exprs, {name: len(a) for name, a in answers.items()}, unlabelled)
+    series = {name: len(a) for name, a in answers.items()}
+    return FleetRead(nodes, at, exprs, series, unlabelled, tuple(client.warnings))
 
 
 def _finite(v: float) -> bool:
@@ -284,9 +286,16 @@ REGENERATION_SERIES = (
 )
 
 
+# Figures the fleet's queries compute as a ratio over a window: NaN there is 0/0, nothing happened, not a bad series.
+_RATIOS = frozenset({"regeneration"})
+
+
 def _plausible(facts: NodeFacts, kind: str, series: str, value: float) -> bool:
-    """``value`` a plausible ``kind`` (``core.bounds``); else noted on the node (a NaN or a gap is only absent)."""
+    """``value`` a plausible ``kind`` (``core.bounds``); else named on the node: it exists and is unusable."""
     if not _finite(value):
+        if value != value and kind in _RATIOS:  # an empty window's mean: absent
+            return False
+        facts.implausible.append(f"{series} = {value} is not a usable number: left out")
         return False
     why = check(kind, value)
     if why is None:

@@ -155,6 +155,8 @@ class BPFMap:
     @classmethod
     def open_pinned(cls, path: str, read_only: bool = True) -> BPFMap:
         """``BPF_OBJ_GET``; read-only by default, so the map cannot be written through it."""
+        if os.path.isdir(path):  # BPF_OBJ_GET answers EACCES for a directory, which reads as a permission problem
+            raise IsADirectoryError(errno.EISDIR, "a directory, not a pinned BPF map", path)
         raw = os.fsencode(path)
         buf = ctypes.create_string_buffer(raw)
         attr = _ObjAttr(pathname=ctypes.addressof(buf), file_flags=BPF_F_RDONLY if read_only else 0)

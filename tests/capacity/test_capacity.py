@@ -124,3 +124,19 @@ def test_plan_says_which_limit_binds_and_offers_a_limiter_setting_that_fits() ->
     assert neither is not None and (neither.scrub, neither.limiter) == (False, False)
     off = plan(parse_facts(entries="1000", max_entries="1Mi", pods="200", enable_api_rate_limit="false")).binding
     assert off is not None and not off.limiter and off.empty_table.verdict == "ok"
+
+
+def test_plan_answers_for_todays_table_first_and_says_when_the_churn_cannot_reach_its_peak() -> None:
+    """7M entries today, a churn that peaks at 1.25M from empty: an 80-pod burst collapses now (#52)."""
+    p = ctsim("plan", "--entries", "7M", "--pods", "80")
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    today = next(i for i, line in enumerate(lines) if line.startswith("Today's table: 7,000,000 entries"))
+    assert lines[today + 1].startswith("A 80-pod burst on today's table: COLLAPSE"), lines[today + 1]
+    churn = next(line for line in lines if line.startswith("Churn "))
+    assert "below today's 7,000,000: the churn alone never brings today's table down to it" in churn
+    assert lines.index(churn) > today
+    d = json.loads(ctsim("plan", "--entries", "7M", "--pods", "80", "--json").stdout)
+    run = json.loads(ctsim("run", "--entries", "7M", "--pods", "80", "--horizon", "1h", "--json").stdout)
+    assert d["burst_today"]["verdict"] == run["verdict"] == "collapse"
+    assert d["peak_reached_from_today"] is False

@@ -113,7 +113,8 @@ def test_a_bad_web_config_is_one_line(tmp_path: Path, text: str, message: str) -
     config = tmp_path / "web.yml"
     config.write_text(text)
     p = subprocess.run(
-        [sys.executable, "-m", "ctwatch", "--once", "--collector.disable-defaults", "--web.config.file", str(config)],
+        [sys.executable, "-m", "ctwatch", "--once", "--collector.disable-defaults", "--collector.nf_conntrack",
+         "--web.config.file", str(config)],
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert p.returncode == 2, p.stderr

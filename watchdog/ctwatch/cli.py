@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from ctsim.cli.command import run_cli, with_flags
+from ctsim.cli.command import run_cli, whole_number, with_flags
 from ctsim.core.errors import InputError
 from ctwatch.collector import Config, all_settings
 from ctwatch.sources import REGISTRY
@@ -174,7 +174,12 @@ def main_command(
     ] = DEFAULT_LISTEN,
     max_requests: Annotated[
         int,
-        typer.Option("--web.max-requests", metavar="INT", min=0, help="Concurrent /metrics requests (0: no limit)."),
+        typer.Option(
+            "--web.max-requests",
+            metavar="INT",
+            help="Concurrent /metrics requests (0: no limit).",
+            click_type=whole_number("--web.max-requests", 0),
+        ),
     ] = 40,
     web_config: Annotated[
         Str,
@@ -236,6 +241,10 @@ def main_command(
     fallback, fallback_source = _fallback_rate(rate, calibration)
     on = {name: _enabled(flag, disable_defaults) for name, flag in collectors.items()}
     config = Config(toggles=on, once=once, **parse_settings(settings, on))
+    if not config.enabled():  # a page without a count, and /healthz saying all is well: nothing to watch
+        raise InputError(
+            "every collector is off (--no-collector.*, --collector.disable-defaults): turn one on, e.g. --collector.bpf"
+        )
     period = parse_duration(interval, "--interval", minimum=MIN_INTERVAL, maximum=86400.0)
     host, port = parse_listen(listen)
     if textfile is not None:
@@ -375,7 +384,7 @@ def rules(
     import shlex
 
     from ctsim.core.quantity import parse_duration
-    from ctwatch.rules import RuleSettings, render
+    from ctwatch.rules import RuleSettings, render, template_error
 
     if fmt not in ("rules", "prometheusrule"):
         raise InputError(f"--format: rules or prometheusrule, got {fmt!r}")
@@ -392,6 +401,8 @@ def rules(
     )
     if runbook_base is not None and not runbook_base.strip():
         raise InputError("--runbook-base: empty; give the URL where docs/watchdog.md is served")
+    if runbook_base is not None and (broken := template_error(runbook_base)):
+        raise InputError(f"--runbook-base: {broken}: Prometheus could not load the rules")
     if runbook_base is not None and not runbook_base.startswith(("http://", "https://")):
         print(
             f"ctwatch: warning: runbook_url is {runbook_base}#..., a path an alert cannot open; "

@@ -48,6 +48,29 @@ class RuleSettings:
     runbook_base: str | None = None  # None: the page ctwatch serves
 
 
+def template_error(text: str) -> str | None:
+    """Why ``text`` is not a Go template Prometheus can expand (unclosed or empty ``{{ }}``); None where it is.
+
+    Only the actions' shape is checked, which is what a URL base with a ``$labels`` in it can get wrong;
+    promtool's full check of the rules file stays the test's.
+    """
+    rest = text
+    while (start := rest.find("{{")) >= 0 or "}}" in rest:
+        end = rest.find("}}")
+        if start < 0 or (0 <= end < start):
+            return "a '}}' with no '{{' before it"
+        end = rest.find("}}", start + 2)
+        if end < 0:
+            return "a '{{' that is never closed"
+        action = rest[start + 2 : end].strip(" -")
+        if not action or "{{" in action:
+            return f"'{rest[start : end + 2]}' is not a template action"
+        if action.count('"') % 2 or action.count("`") % 2:
+            return f"'{rest[start : end + 2]}' has an unterminated string"
+        rest = rest[end + 2 :]
+    return None
+
+
 def runbook_url(s: RuleSettings, alert: str) -> str | None:
     """The alert's runbook section: under ``--runbook-base``, else on a ctwatch that answers."""
     if s.runbook_base is not None:

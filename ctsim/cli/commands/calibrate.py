@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from ctsim.cli.command import whole_number
 from ctsim.cli.options import (
     Str,
 )
@@ -23,7 +24,12 @@ SHORT_HELP = "Measure this kernel's CT walk rates on throwaway BPF maps (root)."
 def calibrate(
     entries: Annotated[str, typer.Option(metavar="COUNT", help="Entries in the measured map.")] = "1Mi",
     trials: Annotated[
-        int, typer.Option(metavar="INT", min=1, max=100, help="Repeated walks; median and spread are reported.")
+        int,
+        typer.Option(
+            metavar="INT",
+            help="Repeated walks; median and spread are reported.",
+            click_type=whole_number("--trials", 1, 100),
+        ),
     ] = 5,
     family: Annotated[
         str, typer.Option(metavar="ipv4|ipv6", help="ipv4 (14-byte keys) or ipv6 (38-byte keys).")

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from ctsim.cli.command import whole_number
 from ctsim.cli.options import (
     Str,
     fallback_options,
@@ -55,7 +56,9 @@ def fleet(
     simulate: Annotated[
         int,
         typer.Option(
-            metavar="K", min=0, max=10_000, help="Run the model on the K riskiest nodes, each with its own facts."
+            metavar="K",
+            help="Run the model on the K riskiest nodes, each with its own facts.",
+            click_type=whole_number("--simulate", 0, 10_000),
         ),
     ] = 0,
     replications: Annotated[
@@ -64,7 +67,9 @@ def fleet(
             "With --simulate: R seeds per node drawn from --seed, each verdict's share with a 95 % interval."
         ),
     ] = 1,
-    seed: Annotated[int, typer.Option(metavar="INT", help="Random seed of --simulate's runs.")] = 1,
+    seed: Annotated[
+        int, typer.Option(metavar="INT", help="Random seed of --simulate's runs.", click_type=whole_number("--seed"))
+    ] = 1,
     processes: Annotated[
         int, typer.Option(metavar="INT", min=0, max=256, help="Worker processes for --simulate (0: one per core).")
     ] = 0,

@@ -29,6 +29,10 @@ def collect(procfs: str, netns: str | None = None) -> list[MapReading]:
         base = Path(procfs) / "sys" / "net" / "netfilter"
         entries = _read_int(base / "nf_conntrack_count")
         max_entries = _read_int(base / "nf_conntrack_max")
+    if not 0 < max_entries <= 1 << 32 or not 0 <= entries <= max_entries:
+        # nf_conntrack_max is an unsigned int, and the count never stays above it: a procfs (or a fixture)
+        # that says otherwise is not the kernel's table, and the source is down rather than exported.
+        raise ValueError(f"nf_conntrack_count {entries} with nf_conntrack_max {max_entries} is not a conntrack table")
     return [MapReading(NAME, "all", "nf_conntrack", entries, max_entries)]
 
 
