@@ -3,7 +3,10 @@
 cilium-cni's API client gives up after 90 s (``ClientTimeout``), limiter wait
 included. When ADD fails, containerd's deferred teardown calls DEL with a fresh
 60 s timeout (``sandbox_run.go``); a DEL that times out leaves the sandbox for
-a later kubelet sync to tear down.
+a later kubelet sync to tear down. While a starting agent does not answer
+(``ctsim.sim.bootstrap``), each call first polls it: ADD for 30 s
+(``ClientConnectTimeout``), then fails; DEL for its fallback's connect
+timeout, then queues the deletion and succeeds.
 """
 
 from __future__ import annotations
