@@ -206,22 +206,26 @@ def whole_number(flag: str, minimum: int | None = None, maximum: int | None = No
     """
     import re
 
-    import click
+    try:  # the click typer runs on: its own vendored copy where it has one (importing click itself costs ~4 %)
+        from typer._click.exceptions import BadParameter
+        from typer._click.types import ParamType
+    except ImportError:
+        from click import BadParameter, ParamType
 
-    class WholeNumber(click.ParamType):
+    class WholeNumber(ParamType):
         name = "integer"
 
-        def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        def convert(self, value: object, param: Any, ctx: Any) -> int:
             if isinstance(value, int) and not isinstance(value, bool):
                 n = value
             elif isinstance(value, str) and re.fullmatch(r"[+-]?[0-9]+", value.strip(), flags=re.ASCII):
                 n = int(value.strip())
             else:
-                raise click.BadParameter(f"{value!r} is not a whole number (ASCII digits)", ctx, param, flag)
+                raise BadParameter(f"{value!r} is not a whole number (ASCII digits)", ctx, param, flag)
             if (minimum is not None and n < minimum) or (maximum is not None and n > maximum):
                 low = "" if minimum is None else f"{minimum}<="
                 high = "" if maximum is None else f"<={maximum}"
-                raise click.BadParameter(f"{n} is not in the range {low}x{high}", ctx, param, flag)
+                raise BadParameter(f"{n} is not in the range {low}x{high}", ctx, param, flag)
             return n
 
     return WholeNumber()
