@@ -251,7 +251,7 @@ def _samples(response: Any, body: bytes, where: str, expr: str, warnings: list[s
         )
     try:
         doc = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: an answer nested deeper than any API's
         kind = response.headers.get("content-type", "no content type")
         raise PrometheusError(
             f"{where}: HTTP {code}, {kind}: not the Prometheus query API (check the URL and its path prefix)"

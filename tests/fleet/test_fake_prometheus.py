@@ -169,3 +169,14 @@ def test_a_non_finite_sample_is_named_as_unusable_not_taken_as_absent() -> None:
     assert "ctwatch_deadline_seconds = nan is not a usable number: left out" in said, said
     assert "ctwatch_burst_pods = inf is not a usable number: left out" in said, said
     assert row["deadline"] == 90.0  # the default, said as such, where the series was unusable
+
+
+def test_an_answer_nested_deeper_than_any_api_is_one_line() -> None:
+    deep = "[" * 100_000 + "]" * 100_000
+
+    def respond(handler: http.server.BaseHTTPRequestHandler) -> None:
+        handler.rfile.read(int(handler.headers.get("Content-Length", 0)))
+        send(handler, deep, content_type="application/json")
+
+    with serve(respond) as address:
+        _one_line(_fleet(f"http://{address}"), "not the Prometheus query API")
