@@ -68,6 +68,25 @@ class GCHistory:
 WalkPass = Callable[[tuple[str, ...]], Generator[simpy.Event, object, tuple[int, int, tuple[float, ...]]]]
 
 
+def _pass(
+    env: simpy.Environment,
+    walk_pass: WalkPass,
+    families: tuple[str, ...],
+    previous_start: float | None,
+    time_scale: float,
+) -> Generator[simpy.Event, object, tuple[float, int, int, tuple[float, ...], float]]:
+    """One pass over ``families``, as both GC loops run it.
+
+    Returns (its start, entries walked, entries deleted, each family's ratio,
+    the actual interval ``GetInterval`` is handed: from the previous pass's
+    start to this one's, on the node's clock; 0 for the first pass).
+    """
+    start = env.now
+    walked, deleted, ratios = yield from walk_pass(families)
+    actual = (start - previous_start) * time_scale if previous_start is not None else 0.0
+    return start, walked, deleted, ratios, actual
+
+
 def run_gc(
     env: simpy.Environment,
     walk_pass: WalkPass,
@@ -90,10 +109,8 @@ def run_gc(
         yield env.timeout(first_pass_at / time_scale)
     previous_start: float | None = None
     while True:
-        start = env.now
-        walked, deleted, ratios = yield from walk_pass(families)
+        start, walked, deleted, ratios, actual = yield from _pass(env, walk_pass, families, previous_start, time_scale)
         ratio = max(ratios)
-        actual = (start - previous_start) * time_scale if previous_start is not None else 0.0
         interval = policy.get_interval(actual, ratio)
         history.record(GCPass(start, env.now, walked, deleted, ratio, interval, families, ratios))
         previous_start = start
@@ -132,10 +149,10 @@ def run_gc_signalled(
             if signal.triggered and not timer.processed:
                 flagged, woken_by = tuple(f for f in families if f in signalled), "signal"
         walked_families = families if walks_all else flagged
-        start = env.now
-        walked, deleted, ratios = yield from walk_pass(walked_families)
+        start, walked, deleted, ratios, actual = yield from _pass(
+            env, walk_pass, walked_families, previous_start, time_scale
+        )
         ratio = max(ratios)
-        actual = (start - previous_start) * time_scale if previous_start is not None else 0.0
         wait = policy.after_pass(actual, ratio, full=flagged == families, now=env.now * time_scale)
         history.record(GCPass(start, env.now, walked, deleted, ratio, wait, walked_families, ratios, woken_by))
         previous_start = start
