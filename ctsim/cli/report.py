@@ -238,7 +238,7 @@ def render(r: Result, console: Terminal | None = None, mitigations: list[Mitigat
         dl = r.deletes()
         console.print(
             f"Deletes: {dl['deleted']:,} of {dl['requested']:,} running pods deleted, {dl['pending']:,} still pending, "
-            f"{dl['del_attempts']:,} DELs; from kubelet's ask to the endpoint gone p50/p90/max "
+            f"{dl['del_attempts']:,} DELs; from kubelet's ask to the DEL that succeeded p50/p90/max "
             f"{_spread3(dl['delete_latency_s'])}"
         )
     busy = ", ".join(
