@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from ctsim.cli.command import run_cli
-from ctsim.cli.commands import backtest, calibrate, emulate, fleet, plan, run, sweep
+from ctsim.cli.commands import backtest, calibrate, emulate, fleet, nft, plan, run, sweep
 from ctsim.cli.options import LIBRARY_FLAGS
 
 app = typer.Typer(
@@ -45,6 +45,7 @@ def _root(
 
 for _command in (run, emulate, sweep, plan, fleet, backtest, calibrate):  # --help's order
     app.command(short_help=_command.SHORT_HELP)(getattr(_command, _command.__name__.rsplit(".", 1)[1]))
+app.add_typer(nft.app, name="nft", short_help=nft.SHORT_HELP)  # the second hazard: a group of its own
 
 
 def main() -> None:

@@ -247,6 +247,42 @@ def table_releases() -> str:
     return _md(header, rows)
 
 
+def table_kube_proxy() -> str:
+    """kube-proxy's syncs per layout, Services x endpoints, from ctsim's packaged nft calibration."""
+    from ctsim.core import kube_proxy_sync as kps
+    from ctsim.core.nft_cost import packaged
+    from ctsim.core.nft_layout import EndpointMix, Layout
+
+    cal = packaged()
+    deadlines = kps.Deadlines.of()
+    header = ["Services", "endpoints each", *(f"{layout.value}: full / partial" for layout in Layout)]
+    rows = []
+    for services in (5_000, 10_000, 20_000, 30_000, 45_000):
+        for endpoints in (1, 3):
+            mix = EndpointMix.every(endpoints)
+            cells = []
+            for layout in Layout:
+                p = kps.project(cal, layout, services, mix, deadlines)
+                over = " **/healthz fails**" if p.healthz_fails_on_full_sync else ""
+                cells.append(f"{_s(p.full_sync_s)} / {p.partial_sync_s:.2f} s{over}")
+            rows.append([f"{services:,}", str(endpoints), *cells])
+    largest = []
+    for endpoints in (1, 3):
+        mix = EndpointMix.every(endpoints)
+        fits = ", ".join(f"{layout.value} {kps.largest_fitting(cal, layout, mix, deadlines):,}" for layout in Layout)
+        largest.append(f"{endpoints} endpoint{'s' if endpoints > 1 else ''} each: {fits}")
+    measured = sorted({s.services for s in cal.samples})
+    return (
+        _md(header, rows)
+        + f"\n\nMeasured on kernel {cal.kernel} with {cal.nft} ({cal.measured[:10]}) at "
+        + ", ".join(f"{n:,}" for n in measured)
+        + " Services; larger sizes are the fitted law's. The largest cluster whose full sync keeps "
+        + f"/healthz up ({_s(deadlines.healthz_s)}) and whose changes meet the programming SLO: "
+        + "; ".join(largest)
+        + " Services."
+    )
+
+
 TABLES: dict[str, Callable[[], str]] = {
     "incident": table_incident,
     "sizing": table_sizing,
@@ -256,6 +292,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "drift": table_drift,
     "mitigations": table_mitigations,
     "releases": table_releases,
+    "kube-proxy": table_kube_proxy,
 }
 
 
