@@ -130,7 +130,7 @@ def test_the_watcher_alone_knows_every_collector() -> None:
     """Importing the watcher registers the collectors (a Watcher once collected nothing unless the CLI ran)."""
     code = "from ctwatch.watcher import Config; print(sorted(Config().enabled()))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "['bpf', 'cilium_metrics', 'nf_conntrack']"
+    assert out.strip() == "['bpf', 'cilium_metrics', 'kube_proxy', 'nf_conntrack']"
 
 
 def test_the_command_line_declares_the_defaults_given_holds() -> None:

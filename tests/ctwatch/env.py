@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from ctsim.core.defaults import CT_VALUE_SIZE
+from ctsim.core.nft_layout import EndpointMix, Layout
 from ctsim.kernel import calibrate as cal
 from ctsim.kernel.bpf import BPF_MAP_TYPE_LRU_HASH, BPFMap
 from tests.support.http import Respond, send, serve
@@ -78,3 +79,19 @@ def copy_procfs(tmp: Path) -> Path:
     dest = tmp / "proc"
     shutil.copytree(FIXTURES / "proc", dest)
     return dest
+
+
+@contextmanager
+def kube_proxy_table(layout: Layout, services: int, mix: EndpointMix) -> Iterator[str]:
+    """A throwaway netns holding kube-proxy's table, programmed with the real `nft`; yields its name."""
+    from ctsim.kernel import nft_ruleset
+    from ctsim.kernel.netns_conntrack import temporary_netns
+    from tests.support.needs import need_binary, need_netns
+
+    need_netns()
+    need_binary("nft")
+    need_binary("nsenter")
+    with temporary_netns("ctwatch-kp") as ns:
+        script = nft_ruleset.full(layout, services, mix).encode()
+        subprocess.run(["nsenter", f"--net=/run/netns/{ns}", "nft", "-f", "-"], input=script, check=True)
+        yield ns

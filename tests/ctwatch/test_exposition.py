@@ -17,7 +17,8 @@ from ctwatch.exposition import SnapshotCollector, new_registry
 from ctwatch.watcher import Config, Watcher
 from prometheus_client import generate_latest
 
-from tests.ctwatch.env import FIXTURES, bpffs, copy_procfs, http_server, pin_ct_map, serve_text
+from ctsim.core.nft_layout import EndpointMix, Layout
+from tests.ctwatch.env import FIXTURES, bpffs, copy_procfs, http_server, kube_proxy_table, pin_ct_map, serve_text
 from tests.support.http import free_port
 from tests.support.needs import need_binary
 
@@ -27,7 +28,13 @@ GOLDEN = FIXTURES / "ctwatch-golden.prom"
 
 def test_the_whole_metrics_page_matches_the_golden_file(tmp_path: Path) -> None:
     """As node_exporter does: fixtures in, the full page out, compared byte for byte."""
-    with bpffs() as root, http_server(serve_text((FIXTURES / "cilium-metrics.txt").read_text())) as url:
+    kube_proxy_page = serve_text((FIXTURES / "kube-proxy-metrics.txt").read_text())
+    with (
+        bpffs() as root,
+        http_server(serve_text((FIXTURES / "cilium-metrics.txt").read_text())) as url,
+        http_server(kube_proxy_page) as kube_proxy_url,
+        kube_proxy_table(Layout.TODAY, 300, EndpointMix.every(2)) as netns,
+    ):
         pin_ct_map(root, "cilium_ct4_global", entries=30_000, max_entries=65_536)
         pin_ct_map(root, "cilium_ct_any4_global", entries=500, max_entries=16_384)
         pin_ct_map(root, "cilium_ct6_global", entries=7_000, max_entries=8_192, key_size=38)
@@ -36,6 +43,8 @@ def test_the_whole_metrics_page_matches_the_golden_file(tmp_path: Path) -> None:
             bpffs=str(root),
             metrics_url=url,
             bpf_sample_budget_s=0.0,  # the configured rate, so the page is the same every run
+            kube_proxy_netns=netns,
+            kube_proxy_metrics_url=kube_proxy_url,
         )
         thresholds = Thresholds(burst=10, deadline_s=90.0)
         w = Watcher(
@@ -67,15 +76,18 @@ def test_serves_logs_once_and_recovers(tmp_path: Path) -> None:
     try:
 
         def up() -> str:
+            """The page once a collection has run (the server answers before the first one ends)."""
             deadline = time.monotonic() + 10
             while True:
                 try:
                     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
-                        return r.read().decode()
+                        page = r.read().decode()
+                    if 'ctwatch_source_up{source="nf_conntrack"}' in page or time.monotonic() > deadline:
+                        return page
                 except OSError:
                     if time.monotonic() > deadline:
                         raise
-                    time.sleep(0.1)
+                time.sleep(0.1)
 
         assert 'ctwatch_source_up{source="nf_conntrack"} 1.0' in up()
         count.unlink()  # the file disappears

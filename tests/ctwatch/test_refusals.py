@@ -20,8 +20,9 @@ def _ctwatch(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_every_collector_off_is_refused_at_start() -> None:
-    for args in (["--collector.disable-defaults"], ["--no-collector.bpf", "--no-collector.nf_conntrack",
-                                                      "--no-collector.cilium_metrics"]):  # fmt: skip
+    every_off = ["--no-collector.bpf", "--no-collector.nf_conntrack", "--no-collector.cilium_metrics",
+                 "--no-collector.kube_proxy"]  # fmt: skip
+    for args in (["--collector.disable-defaults"], every_off):
         p = _ctwatch(*args, "--once")
         assert p.returncode == 2 and p.stderr.count("\n") == 1 and "every collector is off" in p.stderr, p.stderr
         assert p.stdout == ""

@@ -152,6 +152,31 @@ def groups(s: RuleSettings) -> list[dict[str, Any]]:
         ),
         _rule(
             s,
+            "KubeProxyFullSyncNearHealthz",
+            f"ctwatch_kube_proxy_full_sync_deadline_ratio >= {s.warning_ratio:g}",
+            600,
+            "warning",
+            "kube-proxy's full nftables sync would take {{ $value | humanizePercentage }} of its /healthz threshold",
+            "On " + NODE + " kube-proxy's table (counted by ctwatch) projects a full sync, the one every "
+            "kube-proxy start-up and every failed sync runs, at {{ $value | humanizePercentage }} of "
+            f"2 x syncPeriod (warning from {_pct(s.warning_ratio)}). The table grows with every Service in the "
+            "cluster: move one-endpoint Services to a kube-proxy with the stop-gap (PR #140723), or plan the "
+            "cluster's Services with `ctsim nft run`.",
+        ),
+        _rule(
+            s,
+            "KubeProxyFullSyncExceedsHealthz",
+            f"ctwatch_kube_proxy_full_sync_deadline_ratio >= {s.critical_ratio:g}",
+            120,
+            "critical",
+            "A kube-proxy restart on " + NODE + " will fail /healthz for the whole of its full sync",
+            "On " + NODE + " the projected full nftables sync is {{ $value | humanizePercentage }} of "
+            "kube-proxy's /healthz threshold: a restarted kube-proxy reports unhealthy until it ends, and a "
+            "liveness probe on /healthz restarts it into another full sync. Do not restart kube-proxy on "
+            "this node until the table is smaller.",
+        ),
+        _rule(
+            s,
             "CtwatchSourceDown",
             "ctwatch_source_up == 0",
             s.source_down_for,

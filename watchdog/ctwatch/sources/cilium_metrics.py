@@ -8,9 +8,7 @@ entry count for free. The GC interval metric exists from 1.18 on (v1.18.0-pre.1)
 from __future__ import annotations
 
 import contextlib
-import functools
 import threading
-import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -19,19 +17,15 @@ from ctsim.core.bounds import check
 from ctsim.core.defaults import CILIUM_PRESSURE_MAPS
 from ctsim.core.errors import InputError
 from ctsim.core.releases import Release, parse_release
+from ctwatch import scrape
 from ctwatch.collector import Collector, Cycle, Setting, register_collector
 from ctwatch.readings import AgentRelease, Pressure, SourceResult
+from ctwatch.scrape import BadMetrics, check_url
 
 if TYPE_CHECKING:
-    import urllib.request
-
     from prometheus_client.core import GaugeMetricFamily
 
 NAME = "cilium_metrics"
-
-
-class BadMetrics(Exception):
-    """The page is not a Prometheus exposition, or has nothing we can use."""
 
 
 @dataclass(frozen=True)
@@ -44,73 +38,12 @@ class AgentGC:
     alive_entries: float | None = None  # cilium_datapath_conntrack_gc_entries{status="alive"}, summed
 
 
-SCHEMES = ("http", "https")
-
-
-@functools.cache
-def _opener() -> urllib.request.OpenerDirector:
-    """Only HTTP and HTTPS: no file://, ftp:// or data: handlers at all (built on first use: start-up stays light)."""
-    import urllib.request
-
-    class HTTPOnlyRedirects(urllib.request.HTTPRedirectHandler):
-        """Follows redirects only to http(s): the agent's page never points at a file."""
-
-        def redirect_request(self, req, fp, code, msg, headers, newurl):  # type: ignore[no-untyped-def]
-            if urllib.parse.urlsplit(newurl).scheme not in SCHEMES:
-                raise BadMetrics(f"refusing a redirect to {urllib.parse.urlsplit(newurl).scheme}:")
-            return super().redirect_request(req, fp, code, msg, headers, newurl)
-
-    opener = urllib.request.OpenerDirector()
-    for handler in (
-        urllib.request.HTTPHandler(),
-        urllib.request.HTTPSHandler(),
-        HTTPOnlyRedirects(),
-        urllib.request.HTTPDefaultErrorHandler(),
-        urllib.request.HTTPErrorProcessor(),
-    ):
-        opener.add_handler(handler)
-    return opener
-
-
-def check_url(url: str) -> str | None:
-    """None if ``url`` may be fetched, else why not."""
-    from ctsim.core.errors import shorten
-    from ctsim.core.urls import redact
-
-    shown = shorten(redact(url))
-    try:
-        parts = urllib.parse.urlsplit(url)
-        port = parts.port  # parses the port: 'http://h:x' fails here, not at the first fetch
-    except ValueError as exc:
-        return f"cannot parse {shown!r}: {exc}"
-    if parts.scheme not in SCHEMES:
-        return f"only http:// or https:// URLs are fetched, got {shown!r}"
-    if not parts.hostname:
-        return f"no host in {shown!r}"
-    if port == 0:
-        return f"invalid port 0 in {shown!r} (a TCP port is 1-65535)"
-    return None
-
-
 # One request to the agent at a time: a request left waiting on a trickling agent is not joined by another.
 _IN_FLIGHT = threading.Semaphore(1)
 
 
 def fetch(url: str, timeout_s: float) -> str:
-    """The page, whole within ``timeout_s`` (connect, headers, body), or an exception; SIGTERM ends the wait."""
-    from ctsim.core.deadline import within
-    from ctwatch.collector import STOPPING
-
-    problem = check_url(url)
-    if problem:
-        raise BadMetrics(problem)
-
-    def get() -> bytes:
-        with _opener().open(url, timeout=timeout_s) as response:
-            return response.read(16 << 20)
-
-    body = within(timeout_s, get, cancel=STOPPING, one_at_a_time=_IN_FLIGHT)
-    return body.decode("utf-8", errors="strict")
+    return scrape.fetch(url, timeout_s, _IN_FLIGHT)
 
 
 def parse(page: str) -> tuple[dict[str, float], AgentGC | None, Release | None]:
