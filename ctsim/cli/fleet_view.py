@@ -14,6 +14,7 @@ from ctsim.core.defaults import DEFAULT_DYNAMIC_SIZE_RATIO
 from ctsim.core.errors import InputError
 from ctsim.core.printable import printable
 from ctsim.core.quantity import format_count, format_duration, parse_float
+from ctsim.fleet.kube_proxy import ClusterSyncs
 from ctsim.fleet.risk import Assumptions, NodeRisk
 from ctsim.fleet.series import FleetRead
 from ctsim.inputs.given import Given
@@ -245,6 +246,7 @@ def json_doc(rows: list[NodeRisk], read: FleetRead, url: str, node_label: str, q
             "query_seconds": query_seconds,
             "prometheus_warnings": list(read.warnings),
         },
+        "kube_proxy": ClusterSyncs.of(read.kube_proxy).to_dict() if read.kube_proxy else None,
     }
 
 
@@ -294,6 +296,41 @@ def render(
     if read.warnings:  # a partial answer: some rows may lack what a down store held
         said = "; ".join(read.warnings)
         console.print(printable(f"Prometheus warned, so its answers may be partial: {said}"), markup=False)
+    if read.kube_proxy:
+        for line in kube_proxy_lines(ClusterSyncs.of(read.kube_proxy), limit or 5):
+            console.print(printable(line), markup=False)
+
+
+def kube_proxy_lines(cluster: ClusterSyncs, limit: int) -> list[str]:
+    """The cluster's section: the hazard is every node's at once (each programs every Service)."""
+    from ctsim.core.quantity import format_duration as d
+
+    def sec(v: float | None) -> str:
+        return "-" if v is None else d(v)
+
+    worst = cluster.worst
+    assert worst is not None
+    services = f"~{cluster.services:,} Services" if cluster.services is not None else "Services unknown"
+    lines = [
+        "",
+        f"kube-proxy (nftables), the cluster's: every node programs every Service. {services}; {cluster.verdict}.",
+        f"  {'node':<20} {'layout':<8} {'full proj.':>10} {'full seen':>10} {'partial':>8} {'sync p99':>9} "
+        f"{'/healthz':>9}",
+    ]
+    for f in cluster.nodes[:limit]:
+        ratio = "-" if f.ratio is None else f"{f.ratio:.0%}"
+        lines.append(
+            f"  {f.node[:20]:<20} {f.layout or '-':<8} {sec(f.projected_full_s):>10} {sec(f.observed_full_s):>10} "
+            f"{sec(f.projected_partial_s if f.observed_partial_s is None else f.observed_partial_s):>8} "
+            f"{sec(f.sync_p99_s):>9} {ratio:>9}"
+        )
+    if len(cluster.nodes) > limit:
+        lines.append(f"  ... {len(cluster.nodes) - limit} more nodes (--json has them all)")
+    lines.append(
+        "  full proj.: ctwatch_kube_proxy_projected_sync_seconds; full seen: kube-proxy's mean full sync "
+        "(kubeproxy_sync_full_proxy_rules_duration_seconds); /healthz: the worse of the two over 2 x syncPeriod"
+    )
+    return lines
 
 
 # The node the fleet's fallbacks size: Cilium's own defaults (static maps; --node-memory alone takes the Helm

@@ -24,6 +24,7 @@ from ctsim.core.bounds import check
 from ctsim.core.defaults import CILIUM_PRESSURE_MAPS, CT_MAPS, FAMILY_OF_MAP
 from ctsim.core.errors import InputError
 from ctsim.core.releases import Release, parse_release
+from ctsim.fleet import kube_proxy
 from ctsim.fleet.prometheus import Client, Sample
 
 OBSERVED_WINDOW = "1d"  # how far back Cilium's own durations are averaged: GC passes can be 12h apart
@@ -220,6 +221,8 @@ def queries(q: Query) -> dict[str, str]:
         "version": q.of("cilium_version"),
         # The limiter's refusals over the day (Wait's max-wait outcomes, answered 429: pkg/rate/api_limiter.go)
         "refused": f"sum {q.by()} (increase({q.of('cilium_api_limiter_processed_requests_total', REFUSED)}[{w}]))",
+        # The second hazard, the cluster's: kube-proxy's nftables syncs (fleet/kube_proxy.py).
+        **kube_proxy.queries(q, w),
     }
 
 
@@ -234,6 +237,7 @@ class FleetRead:
     series: dict[str, int]  # query -> series returned
     unlabelled: int  # series without the node label, left out
     warnings: tuple[str, ...] = ()  # what Prometheus warned of while answering (a partial answer)
+    kube_proxy: dict[str, kube_proxy.KubeProxyFacts] = field(default_factory=dict)  # node -> its kube-proxy
 
 
 def read_fleet(client: Client, q: Query, only: str | None = None) -> FleetRead:
@@ -273,7 +277,8 @@ def read_fleet(client: Client, q: Query, only: str | None = None) -> FleetRead:
     _ctwatch(each)
     _cilium(each)
     series = {name: len(a) for name, a in answers.items()}
-    return FleetRead(nodes, at, exprs, series, unlabelled, tuple(client.warnings))
+    syncs = kube_proxy.read(answers, q)  # rows of their own: a node with kube-proxy alone is no CT row
+    return FleetRead(nodes, at, exprs, series, unlabelled, tuple(client.warnings), syncs)
 
 
 def _finite(v: float) -> bool:

@@ -84,7 +84,7 @@ def test_every_node_once_ranked_worst_first_with_figures_from_the_projection(liv
         assert set(r["sources"]) <= seen and (r["sources"] or not seen), (r["node"], r["sources"])
         if node.ctwatch and node.cilium and "bpf" not in node.down:
             assert r["sources"] == ["cilium", "ctwatch"]
-    assert len(doc["sources"]["queries"]) == 21  # one query per metric, whatever the fleet's size
+    assert len(doc["sources"]["queries"]) == 27  # one query per metric, whatever the fleet's size
     ratios = [r["deadline_ratio"] for r in rows if r["deadline_ratio"] is not None]
     assert ratios == sorted(ratios, reverse=True)
     known = [r for r in rows if r["deadline_ratio"] is not None]
