@@ -312,8 +312,8 @@ SETTINGS = (
         "Count the table in this named netns (default: ctwatch's own, the node's with hostNetwork).", "", str,
     ),
     Setting(
-        "kube_proxy_count_every_s", 60.0, "--kube-proxy.count-every", "DURATION",
-        "Count the table at most this often: its sets dump grows with the Services.", "60s",
+        "kube_proxy_count_every_s", 600.0, "--kube-proxy.count-every", "DURATION",
+        "Count the table at most this often: its sets dump grows with the Services.", "10m",
         _duration("--kube-proxy.count-every", 0.0, 86400.0),
     ),
     Setting(
