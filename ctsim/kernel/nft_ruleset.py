@@ -2,13 +2,14 @@
 
 Written the way kube-proxy's nftables proxier writes its transaction
 (``pkg/proxy/nftables/proxier.go`` at kubernetes b0f823e6): the table and
-its base chains (``setupNFTables``), the ``services`` chain's
-``service-ips`` vmap, a ``service-HASH-ns/name/tcp/port`` chain per Service
-whose last rule is ``numgen random mod N vmap { 0 : goto endpoint-..., ... }``
-(``writeServiceToEndpointRules``), and an ``endpoint-HASH-...__IP/port``
-chain per endpoint (hairpin masquerade, then ``dnat to``). Chain names carry
-``hashAndTruncate``'s prefix (base32 of SHA-256, 8 characters), so their
-lengths, and what the kernel compares, are kube-proxy's.
+its base chains (``setupNFTables``, :394-434 and :457-717), the ``services``
+chain's ``service-ips`` vmap, a ``service-HASH-ns/name/tcp/port`` chain per
+Service whose last rule is ``numgen random mod N vmap { 0 : goto
+endpoint-..., ... }`` (``writeServiceToEndpointRules``, :1845-1891), and an
+``endpoint-HASH-...__IP/port`` chain per endpoint (hairpin masquerade, then
+``dnat to``, :1707-1745). Chain names carry ``hashAndTruncate``'s prefix
+(:959-967: base32 of SHA-256, 8 characters), so their lengths, and what the
+kernel compares, are kube-proxy's.
 
 ClusterIP Services only, Cluster traffic policy, detect-local by cluster
 CIDR: the objects that dominate a large cluster's load.
