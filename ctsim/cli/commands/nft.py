@@ -70,7 +70,10 @@ def calibrate(
     figure is the CPU time of `nft` (user and kernel), the fastest of
     --trials. The namespace is removed however the run ends, SIGTERM included.
     The defaults took 9m38s on a 2-core VM, most of it today's layout at
-    12,000 Services; small --sizes (1k,2k,4k) take seconds and show the shape.
+    12,000 Services. Small --sizes (1k,2k,4k) take seconds and show the
+    shape, but a law fitted below the size where the table outgrows the CPU's
+    caches (6k-8k Services here) underestimates a larger cluster by half:
+    measure sizes beyond it (docs/model.md).
     """
     from ctsim.cli.progress import with_progress
     from ctsim.cli.term import print_json
