@@ -88,7 +88,12 @@ def test_the_page_projects_the_table_and_shows_kube_proxys_own_figures(nft: None
     assert page[("ctwatch_kube_proxy_table_anonymous_maps", labels)] == 500
     assert page[("ctwatch_kube_proxy_services_estimated", ())] == 500
     full = page[("ctwatch_kube_proxy_projected_sync_seconds", (("layout", "today"), ("sync", "full")))]
-    assert full > 0
+    # one table, one answer: ctwatch's projection is `ctsim nft run --services 500`'s
+    from ctsim.core.kube_proxy_sync import project
+
+    assert full == pytest.approx(
+        project(packaged(), Layout.TODAY, 500, EndpointMix.every(1), Deadlines.of()).full_sync_s
+    )
     assert page[("ctwatch_kube_proxy_full_sync_deadline_ratio", ())] == pytest.approx(full / 60.0)
     assert page[("ctwatch_kube_proxy_metrics_up", ())] == 1
     # the fixture's means: (60.2 + 61.9) / 2 and (1.1 + 1.2 + 1.3 + 1.2) / 4

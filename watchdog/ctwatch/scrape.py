@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import threading
 import urllib.parse
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -85,3 +86,19 @@ def fetch(url: str, timeout_s: float, one_at_a_time: threading.Semaphore) -> str
 
     body = within(timeout_s, get, cancel=STOPPING, one_at_a_time=one_at_a_time)
     return body.decode("utf-8", errors="strict")
+
+
+def url_setting(flag: str, optional: bool = False) -> Callable[[str], str]:
+    """A metrics URL flag's parser (a collector's ``Setting``): one line naming ``flag`` for a URL not fetched.
+
+    ``optional``: an empty URL means "do not fetch".
+    """
+
+    def parse(text: str) -> str:
+        from ctsim.core.errors import InputError
+
+        if (text or not optional) and (problem := check_url(text)):
+            raise InputError(f"{flag}: {problem}")
+        return text
+
+    return parse

@@ -20,7 +20,7 @@ from ctsim.core.releases import Release, parse_release
 from ctwatch import scrape
 from ctwatch.collector import Collector, Cycle, Setting, register_collector
 from ctwatch.readings import AgentRelease, Pressure, SourceResult
-from ctwatch.scrape import BadMetrics, check_url
+from ctwatch.scrape import BadMetrics
 
 if TYPE_CHECKING:
     from prometheus_client.core import GaugeMetricFamily
@@ -118,12 +118,6 @@ def _expose(result: SourceResult) -> Iterator[GaugeMetricFamily]:
             )
 
 
-def _url(text: str) -> str:
-    if problem := check_url(text):
-        raise InputError(f"--cilium.metrics-url: {problem}")
-    return text
-
-
 def _timeout(text: str) -> float:
     from ctsim.core.quantity import parse_duration
 
@@ -134,7 +128,7 @@ DEFAULT_URL = "http://127.0.0.1:9962/metrics"
 SETTINGS = (
     Setting(
         "metrics_url", DEFAULT_URL, "--cilium.metrics-url", "URL", "The Cilium agent's metrics (http or https).",
-        DEFAULT_URL, _url,
+        DEFAULT_URL, scrape.url_setting("--cilium.metrics-url"),
     ),
     Setting(
         "metrics_timeout_s", 2.0, "--cilium.metrics-timeout", "DURATION", "Give up on the agent after this.", "2s",

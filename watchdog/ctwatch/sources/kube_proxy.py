@@ -284,12 +284,6 @@ def _duration(flag: str, minimum: float, maximum: float):  # type: ignore[no-unt
     return parse
 
 
-def _url(text: str) -> str:
-    if text and (problem := scrape.check_url(text)):
-        raise InputError(f"--kube-proxy.metrics-url: {problem}")
-    return text
-
-
 def _calibration(text: str) -> NftCalibration:
     from ctsim.core import nft_cost
 
@@ -327,7 +321,8 @@ SETTINGS = (
     ),
     Setting(
         "kube_proxy_metrics_url", DEFAULT_URL, "--kube-proxy.metrics-url", "URL",
-        "kube-proxy's metrics (http or https; '' to skip them).", DEFAULT_URL, _url,
+        "kube-proxy's metrics (http or https; '' to skip them).", DEFAULT_URL,
+        scrape.url_setting("--kube-proxy.metrics-url", optional=True),
     ),
     Setting(
         "kube_proxy_metrics_timeout_s", 2.0, "--kube-proxy.metrics-timeout", "DURATION",
