@@ -83,8 +83,10 @@ def test_the_kernel_takes_every_layout(nft: None) -> None:
 
 
 def test_calibrate_finds_todays_growth_superlinear_and_the_stopgaps_linear(nft: None) -> None:
-    # Small sizes, within CI's time: one endpoint each, as the report's user had.
-    plan = nft_calibrate.Plan((Layout.TODAY, Layout.STOPGAP), (1000, 2000, 4000), (1,), trials=1)
+    # Small sizes, within CI's time (about 20 s): one endpoint each, as the report's user had. Below 2,000
+    # Services the per-object term still hides the growth (1k-4k once measured N^1.41 in CI, N^1.64 here);
+    # 2k-6k measured N^1.8 here, below the step at 6k-8k (docs/model.md). The fastest of 2 loads each.
+    plan = nft_calibrate.Plan((Layout.TODAY, Layout.STOPGAP), (2000, 4000, 6000), (1,), trials=2)
     before = _netns()
     cal = nft_calibrate.calibrate(plan)
     assert not {n for n in _netns() - before if n.startswith(nft_calibrate.NETNS_PREFIX)}
@@ -92,9 +94,9 @@ def test_calibrate_finds_todays_growth_superlinear_and_the_stopgaps_linear(nft: 
     assert today.exponent is not None and today.exponent > 1.5, today
     assert stopgap.exponent is not None and stopgap.exponent < 1.3, stopgap
     assert today.bind_exponent is not None and today.per_bind_s > 0  # the anonymous maps carry today's growth
-    # The law holds its own samples, and the stop-gap at 4,000 Services costs a fraction of today's.
+    # The law holds its own samples, and the stop-gap at 6,000 Services costs a fraction of today's.
     assert today.worst_error < 0.25 and stopgap.worst_error < 0.25
-    big = [s for s in cal.samples if s.services == 4000]
+    big = [s for s in cal.samples if s.services == 6000]
     t, g = sorted(big, key=lambda s: s.layout.value == "stopgap")
     assert g.full_s < t.full_s / 2
 
