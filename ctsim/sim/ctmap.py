@@ -1,16 +1,16 @@
-"""A conntrack map as cohorts of entries, never as one object per entry.
+"""A conntrack map as runs of entries, never as one object per entry.
 
-A cohort is ``count`` entries that stop being live at one ``expiry`` (seconds
-of node time). Cohorts sit in LRU order, least recently used first, which for
-churn is insertion order, and so also expiry order. Entries of long-lived,
-still-refreshed connections are kept apart as ``established``: they are the
-most recently used and never expire within a run.
+Entries sit in LRU order, least recently used first, which for churn is
+opening order, and so also expiry order. Entries of long-lived, still-refreshed
+connections are kept apart as ``established``: they are the most recently
+used and never expire within a run.
 
-Churn opens one cohort per tick, all of a size while the rate holds, so the
-cohorts are kept as *runs*: ``n`` cohorts one tick apart, each of ``count``
-entries (the oldest may have lost some to LRU eviction). Cost grows with
-runs, not with entries or ticks: 16 M entries cost as little as 16 K, and a
-quiet year as little as a quiet day.
+Churn opens each connection at its own time, evenly spaced while a rate holds
+(``ctsim.sim.connections``), so the entries are kept as *runs*: ``n``
+connections ``step`` apart, each living ``lifetime`` after it opened. Garbage
+given at t=0 is a run of one cohort of many entries. Cost grows with runs, not
+with entries or connections: 16 M entries cost as little as 16 K, and a quiet
+year as little as a quiet day.
 """
 
 from __future__ import annotations
@@ -19,26 +19,33 @@ import math
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 NEVER = float("inf")
 
 
 class Run:
-    """``n`` cohorts opened ``step`` apart from ``t0``; cohort i expires at ``(t0 + i*step - half) + lifetime``.
+    """``n`` cohorts, cohort i opened at ``t0 + (i0 + i) * step`` and expiring ``lifetime`` later.
 
+    A churn run's cohorts are single connections (``count`` 1) numbered ``i0``
+    on within their segment, so the next read's connections extend the run.
     A single cohort with a given expiry is a run of one with ``t0 = expiry``
     and no step. ``first`` is what is left of the oldest cohort.
     """
 
-    __slots__ = ("count", "first", "half", "lifetime", "n", "step", "t0")
+    __slots__ = ("count", "first", "i0", "lifetime", "n", "step", "t0")
 
-    def __init__(self, t0: float, n: int, count: int, step: float = 0.0, half: float = 0.0, lifetime: float = 0.0):
-        self.t0, self.n, self.count, self.first = t0, n, count, count
-        self.step, self.half, self.lifetime = step, half, lifetime
+    def __init__(self, t0: float, n: int, count: int, step: float = 0.0, lifetime: float = 0.0, i0: int = 0):
+        self.t0, self.i0, self.n, self.count, self.first = t0, i0, n, count, count
+        self.step, self.lifetime = step, lifetime
 
     def expiry(self, i: int) -> float:
-        """The expiry of cohort ``i``, computed as the tick that opened it computed it."""
-        return (self.t0 + i * self.step - self.half) + self.lifetime
+        """The expiry of cohort ``i``, in the floats every read uses."""
+        return (self.t0 + (self.i0 + i) * self.step) + self.lifetime
+
+    def exact_expiry(self, i: int) -> Fraction:
+        """The same, without rounding: what an eviction compares with the instant of the arrival that pushes it out."""
+        return Fraction(self.t0) + (self.i0 + i) * Fraction(self.step) + Fraction(self.lifetime)
 
     @property
     def entries(self) -> int:
@@ -48,7 +55,7 @@ class Run:
         """How many of the oldest cohorts have expired at ``now`` (expiries ascend)."""
         if self.step == 0.0 or self.n == 1:
             return self.n if self.expiry(0) <= now else 0
-        guess = math.floor(((now - self.lifetime) + self.half - self.t0) / self.step)
+        guess = math.floor(((now - self.lifetime) - self.t0) / self.step) - self.i0
         k = min(max(guess + 1, 0), self.n)  # the exact float comparison decides at the edge
         while k < self.n and self.expiry(k) <= now:
             k += 1
@@ -63,9 +70,42 @@ class Run:
     def drop(self, k: int) -> None:
         """Removes the oldest ``k`` cohorts (k < n)."""
         if k > 0:
-            self.t0 += k * self.step
+            self.i0 += k
             self.n -= k
             self.first = self.count
+
+
+class Arrivals:
+    """New connections ``t0 + (i0 + j) * step`` for ``j`` from 0: when the one that pushes out entry ``q`` came."""
+
+    __slots__ = ("i0", "step", "t0")
+
+    def __init__(self, t0: float, i0: int, step: float) -> None:
+        self.t0, self.i0, self.step = t0, i0, step
+
+    def live_among(self, run: Run, q0: int, take: int) -> int:
+        """Of ``run``'s oldest ``take`` entries, pushed out by arrivals ``q0, q0+1, ...``, how many had not expired.
+
+        Compared exactly (rationals of the floats), so the answer is the one
+        entry-by-entry comparison would give, at any scale.
+        """
+        if take <= 0:
+            return 0
+        t, s = Fraction(self.t0), Fraction(self.step)
+        if run.n == 1:  # one cohort: its entries share an expiry
+            if not math.isfinite(run.t0):
+                return take if run.t0 > 0 else 0
+            # arrival q is before the expiry while t + (i0 + q) * s < e
+            x = (run.exact_expiry(0) - t) / s - self.i0
+            return min(max(math.ceil(x) - q0, 0), take)
+        # a churn run, single connections: entry c (from 0) is live while g0 + c * d > 0
+        g0 = run.exact_expiry(0) - (t + (self.i0 + q0) * s)
+        d = Fraction(run.step) - s
+        if d == 0:
+            return take if g0 > 0 else 0
+        if d > 0:
+            return take - min(max(math.floor(-g0 / d) + 1, 0), take)
+        return min(max(math.ceil(g0 / -d), 0), take)
 
 
 @dataclass
@@ -79,17 +119,17 @@ class CTMap:
     _runs: deque[Run] = field(default_factory=deque)
     _present: int = 0
     # What fills the map between reads (``ConnectionChurn.catch_up``); None for a map without churn.
-    feed: Callable[..., None] | None = None
+    feed: Callable[[float], None] | None = None
 
     def __post_init__(self) -> None:
         self._present = self.established + sum(r.entries for r in self._runs)
         if self._present > self.max_entries:
             raise ValueError(f"{self.name}: {self._present} entries exceed max_entries {self.max_entries}")
 
-    def catch_up(self, now: float, *, inclusive: bool = True) -> None:
-        """Lets the feed add what arrived up to ``now``; call before reading or deleting at ``now``."""
+    def catch_up(self, now: float) -> None:
+        """Lets the feed add what opened up to ``now``; call before reading or deleting at ``now``."""
         if self.feed is not None:
-            self.feed(now, inclusive=inclusive)
+            self.feed(now)
 
     @property
     def present(self) -> int:
@@ -109,102 +149,87 @@ class CTMap:
         return self._present - self.expired(now)
 
     def insert(self, now: float, count: int, expiry: float) -> None:
-        """New connections; a full map evicts its least recently used entries (LRU)."""
+        """``count`` entries at once; a full map evicts its least recently used entries (LRU)."""
         if count <= 0:
             return
-        if count > self.max_entries:  # LRU: the tick's own oldest flows pushed out by its newest, live
+        if count > self.max_entries:  # LRU: the first of them pushed out by the last, live
             self.live_evicted += count - self.max_entries
             count = self.max_entries
         overflow = self._present + count - self.max_entries
         if overflow > 0:
-            self._evict(now, overflow)
+            self._evict(overflow, at=now)
         self._runs.append(Run(expiry, 1, count))
         self._present += count
 
-    def insert_ticks(self, t: float, m: int, count: int, step: float, lifetime: float) -> None:
-        """``m`` ticks from ``t``, ``step`` apart, each opening ``count`` connections that live ``lifetime``.
+    def insert_arrivals(self, t0: float, i0: int, m: int, step: float, lifetime: float) -> None:
+        """``m`` connections, opened at ``t0 + (i0 + j) * step`` and living ``lifetime``, one by one.
 
-        The same as ``insert(t_i, count, (t_i - step/2) + lifetime)`` tick by
-        tick, in one step where it is the same: while the map has room, and
-        while what the ticks evict is older than the first of them and dead
-        by then.
+        Each that finds the map full pushes out its least recently used entry
+        (LRU): the older entries first, then the earliest of these connections
+        themselves. An entry pushed out before its expiry is counted as
+        evicted live, judged at the instant of the connection that pushed it.
         """
-        if count <= 0 or m <= 0:
-            return
-        if count > self.max_entries:  # as ``insert``: each tick's excess is evicted live by the tick itself
-            self.live_evicted += (count - self.max_entries) * m
-            count = self.max_entries
-        fits = min(m, (self.max_entries - self._present) // count)
-        self._append(t, fits, count, step, lifetime)
-        t, m = t + fits * step, m - fits
-        if m == 0:
-            return
-        evicted = self._present + m * count - self.max_entries
-        if self._evicts_only_dead(evicted, t):
-            self._evict(t, evicted)
-            self._append(t, m, count, step, lifetime)
-            return
-        for i in range(m):
-            ti = t + i * step
-            overflow = self._present + count - self.max_entries
-            if overflow > 0:
-                self._evict(ti, overflow)
-            self._append(ti, 1, count, step, lifetime)
-
-    def _append(self, t: float, m: int, count: int, step: float, lifetime: float) -> None:
         if m <= 0:
             return
-        runs, half = self._runs, step / 2
+        room = self.max_entries - self._present
+        if m > room:
+            arrivals = Arrivals(t0, i0, step)
+            if room == 0 and self._present == self.established:  # full of refreshed flows: the first pushes one out
+                self.established -= 1
+                self.live_evicted += 1
+                self._present -= 1
+                room = 1
+            evictions = m - room
+            older = min(evictions, self._present - self.established)
+            # connection room + q pushes out the q-th oldest entry
+            self._evict(older, arrivals=Arrivals(t0, i0 + room, step))
+            own = evictions - older  # then the earliest of these, each pushed out room + (entries before) later
+            if own > 0:
+                lag = room + older
+                self.live_evicted += arrivals.live_among(Run(t0, own, 1, step, lifetime, i0), lag, own)
+                i0, m = i0 + own, m - own
+        self._append(t0, i0, m, step, lifetime)
+
+    def _append(self, t0: float, i0: int, m: int, step: float, lifetime: float) -> None:
+        if m <= 0:
+            return
+        runs = self._runs
         last = runs[-1] if runs else None
         if (
             last is not None
+            and last.count == 1
+            and last.t0 == t0
             and last.step == step
-            and last.count == count
             and last.lifetime == lifetime
-            and last.half == half
-            and last.t0 + last.n * step == t
+            and last.i0 + last.n == i0
         ):
             last.n += m
         else:
-            runs.append(Run(t, m, count, step, half, lifetime))
-        self._present += m * count
+            runs.append(Run(t0, m, 1, step, lifetime, i0))
+        self._present += m
 
-    def _evicts_only_dead(self, n: int, at: float) -> bool:
-        """The oldest ``n`` entries are all in cohorts and all expired at or before ``at``."""
-        for run in self._runs:
-            if n <= 0:
-                return True
-            k = run.expired_cohorts(at)
-            if run.entries_of(k) < min(n, run.entries):
-                return False
-            n -= run.entries
-        return n <= 0
-
-    def _evict(self, now: float, n: int) -> None:
-        runs = self._runs
+    def _evict(self, n: int, *, at: float = 0.0, arrivals: Arrivals | None = None) -> None:
+        """Pushes out the ``n`` least recently used entries, at ``at`` or by ``arrivals`` one by one."""
+        runs, q = self._runs, 0
         while n > 0 and runs:
             head = runs[0]
-            if n >= head.entries:  # the whole run
-                take = head.entries
-                self.live_evicted += take - head.entries_of(head.expired_cohorts(now))
+            take = min(n, head.entries)
+            if arrivals is not None:
+                live = arrivals.live_among(head, q, take)
+            else:
+                live = max(take - head.entries_of(head.expired_cohorts(at)), 0)
+            self.live_evicted += live
+            if take == head.entries:  # the whole run
                 runs.popleft()
-            elif n < head.first:  # part of its oldest cohort
-                take = n
-                if head.expiry(0) > now:
-                    self.live_evicted += take
+            elif take < head.first:  # part of its oldest cohort
                 head.first -= take
             else:  # its oldest cohorts whole, then part of the next
-                whole = 1 + (n - head.first) // head.count
-                take = head.entries_of(whole)
-                self.live_evicted += take - head.entries_of(min(head.expired_cohorts(now), whole))
+                whole = 1 + (take - head.first) // head.count
+                rest = take - head.entries_of(whole)
                 head.drop(whole)
-                rest = n - take
-                if rest:
-                    if head.expiry(0) > now:
-                        self.live_evicted += rest
-                    head.first -= rest
-                    take += rest
+                head.first -= rest
             n -= take
+            q += take
             self._present -= take
         if n > 0:
             take = min(n, self.established)
@@ -233,12 +258,17 @@ class CTMap:
         """Remove the ``n`` oldest entries, all expired at ``now`` (at most as many as are); returns how many."""
         n = min(n, self.expired(now))
         if n > 0:
-            self._evict(now, n)  # the oldest are expired ones: nothing live is counted evicted
+            self._evict(n, at=now)  # the oldest are expired ones: nothing live is counted evicted
         return max(n, 0)
 
     @property
     def cohorts(self) -> int:
         return sum(r.n for r in self._runs)
+
+    @property
+    def runs(self) -> int:
+        """What a read costs: runs of connections, not connections."""
+        return len(self._runs)
 
 
 def new_map(name: str, max_entries: int, *, established: int = 0, expired: int = 0) -> CTMap:

@@ -23,7 +23,7 @@ from ctsim.core.projection import FamilyWalk, Projection
 from ctsim.core.releases import IntervalCache, rules
 from ctsim.inputs.scenario import MapInputs, Scenario
 from ctsim.sim.clock import advance, process_after, start_processes
-from ctsim.sim.connections import TICK_SECONDS, ConnectionChurn
+from ctsim.sim.connections import ConnectionChurn
 from ctsim.sim.ctmap import new_map
 from ctsim.sim.gc import GCHistory, GCPass, run_gc, run_gc_signalled
 from ctsim.sim.intervals import RetryIntervals
@@ -276,14 +276,11 @@ class Model:
         return walked, deleted, tuple(ratios)
 
     def _sample(self, every: float) -> Generator[simpy.Event, None, None]:
-        # A churn tick at the instant of a sample was scheduled a tick earlier; the sample's timer
-        # `every` earlier: the tick goes first when every <= TICK_SECONDS (at equal, it started first).
-        tick_first = every <= TICK_SECONDS
         while True:
             now = self.env.now
             maps = [m for family in self.node.families for m in family.maps]
             for m in maps:
-                m.catch_up(now, inclusive=tick_first)
+                m.catch_up(now)
             present = tuple(m.present for m in maps)
             self.trace.append((now, sum(present), sum(m.expired(now) for m in maps)))
             self.trace_maps.append(present)
@@ -331,7 +328,7 @@ class Model:
             pod.rng.release()
         for family in node.families:
             for m in family.maps:
-                m.catch_up(now, inclusive=False)  # a run stops before the events at its horizon
+                m.catch_up(now)  # a run stops before the events at its horizon: the churn opens none there
         overhead, deadline = s.clock.regeneration, s.clock.deadline
         families = [
             FamilyResult(

@@ -15,7 +15,6 @@ import simpy
 
 from ctsim.core.projection import walk_seconds
 from ctsim.sim.clock import advance
-from ctsim.sim.connections import TICK_SECONDS
 from ctsim.sim.node import Family, Node
 
 
@@ -56,9 +55,8 @@ def walk(
         lock.record_hold(duration)
         walked += present
         if collect_garbage:
-            # The connections opened during the walk, and what they evicted; a tick at the walk's end
-            # instant goes first unless the walk's timer was set before it (a walk of a tick or more).
-            ctmap.catch_up(env.now, inclusive=duration < TICK_SECONDS)
+            # The connections opened during the walk, and what they evicted.
+            ctmap.catch_up(env.now)
             n = ctmap.delete_expired(start)
             deleted += n
             ratio = max(ratio, n / ctmap.max_entries)

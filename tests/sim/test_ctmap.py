@@ -30,14 +30,16 @@ def test_cost_does_not_grow_with_entries() -> None:
     assert m.cohorts == 1
 
 
-def test_a_tick_that_outgrows_the_map_counts_its_own_excess_as_evicted() -> None:
-    """A minute's new flows beyond the capacity are inserted and pushed out by the rest (LRU): counted, not lost."""
-    from ctsim.sim.ctmap import new_map
-
+def test_connections_that_outgrow_the_map_count_their_own_excess_as_evicted() -> None:
+    """New flows beyond the capacity are inserted and pushed out by the rest (LRU): counted, not lost."""
     m = new_map("ct", 1000, established=0, expired=0)
     m.insert(60.0, 5000, 120.0)
     assert m.present == 1000 and m.live_evicted == 4000
-    # Each tick: 1,000 of its own evicted, and the 1,000 before it (the first minute's dead by 120 s, the next
-    # two ticks' still live when the tick after them came).
-    m.insert_ticks(120.0, 3, 2000, 60.0, 200.0)
-    assert m.present == 1000 and m.live_evicted == 4000 + 3 * 1000 + 2 * 1000
+    # 6,000 more, 0.03 s apart from 120 s, each living 200 s: the first 1,000 push out the 1,000 before them
+    # (dead by 120 s), the other 5,000 push out each other, each 30 s after it opened: live.
+    m.insert_arrivals(120.0, 0, 6000, 0.03, 200.0)
+    assert m.present == 1000 and m.live_evicted == 4000 + 5000 and m.runs == 1
+    # Living 20 s instead: the first 1,000 push out the run before (opened 270-300 s, live to 470-500 s), the
+    # rest each other, 30 s after opening: dead.
+    m.insert_arrivals(400.0, 0, 3000, 0.03, 20.0)
+    assert m.present == 1000 and m.live_evicted == 9000 + 1000

@@ -60,8 +60,9 @@ def test_a_scrub_walks_ipv4_then_ipv6_each_under_its_own_lock() -> None:
 
         family.lock.record_hold = record  # type: ignore[method-assign]
     r = model.run()
-    assert order == [("ipv4", pytest.approx(10)), ("ipv6", pytest.approx(5))]
-    assert r.families[0].lock_held_seconds == pytest.approx(10)
+    # IPv4's walk also covers the connections its churn opened before the scrub began (a few seconds' worth)
+    assert order == [("ipv4", pytest.approx(10, rel=1e-3)), ("ipv6", pytest.approx(5))]
+    assert r.families[0].lock_held_seconds == pytest.approx(10, rel=1e-3)
     assert r.families[1].lock_held_seconds == pytest.approx(5)
 
 
