@@ -143,9 +143,7 @@ def test_the_lock_is_released_between_the_maps_of_a_family() -> None:
     from ctsim.sim.model import Model
 
     model = Model(
-        resolve_flags(
-            entries="6390000", expired_fraction="0", pods="2", horizon="5m", gc_next_pass="1h", churn="0/s"
-        )
+        resolve_flags(entries="6390000", expired_fraction="0", pods="2", horizon="5m", gc_next_pass="1h", churn="0/s")
     )
     model.node.families[0].maps[1].established = 2_130_000  # 10 s of non-TCP entries
     model.node.families[0].maps[1]._present = 2_130_000

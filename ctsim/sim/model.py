@@ -328,7 +328,7 @@ class Model:
             pod.rng.release()
         for family in node.families:
             for m in family.maps:
-                m.catch_up(now)  # a run stops before the events at its horizon: the churn opens none there
+                m.catch_up(now)  # what opened by the end; none at the horizon, whose events a run stops before
         overhead, deadline = s.clock.regeneration, s.clock.deadline
         families = [
             FamilyResult(
