@@ -10,7 +10,9 @@ percentile is then the smallest value of its key, within 1/4096 of an
 octave (0.017 %). The max is always exact. The hot paths append to
 ``values`` (an ``array('d')`` that keeps its identity, so they may bind its
 ``append``); the run folds between its slices (``Model.run``), so a slice's
-values are all that is held beyond the counts. Observations are
+values are all that is held beyond the counts. A storm's answers of no time
+(a DEL's 404, a limiter's wait of none: millions of them) are counted,
+not kept (``add_zeros``). Observations are
 order-free: parked and unparked runs (``sim.parking``) observe the same
 values in other orders and agree.
 """
@@ -19,8 +21,9 @@ from __future__ import annotations
 
 import math
 from array import array
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections import Counter
+from itertools import repeat
 
 from ctsim.sim.intervals import SHIFT, _keys, _value
 
@@ -30,10 +33,11 @@ EXACT = 1 << 20  # values kept as they are: 8 MiB a figure (a 1,000-pod storm's 
 class Latencies:
     """One latency figure's observations, in seconds on the run's clock."""
 
-    __slots__ = ("_counts", "_summary", "count", "max", "values")
+    __slots__ = ("_counts", "_summary", "count", "max", "values", "zeros")
 
     def __init__(self) -> None:
         self.values: array[float] = array("d")  # observed since the last fold
+        self.zeros = 0  # and observations of 0 s since then, counted
         self._counts: Counter[int] | None = None  # by key, once more than EXACT values came
         self.count = 0  # folded into the counts
         self.max: float | None = None  # of those folded
@@ -42,29 +46,33 @@ class Latencies:
     def add(self, seconds: float) -> None:
         self.values.append(seconds)
 
+    def add_zeros(self, n: int) -> None:
+        """``n`` observations of 0 s, as ``n`` calls of ``add(0.0)``."""
+        self.zeros += n
+
     def fold(self) -> None:
         """Past ``EXACT`` values, count them by key (between a run's slices; cheap below it)."""
-        if self._counts is not None or len(self.values) > EXACT:
+        if self._counts is not None or len(self.values) + self.zeros > EXACT:
             self._fold()
 
     def _fold(self) -> None:
-        values = self.values
-        if not values:
+        values, zeros = self.values, self.zeros
+        if not values and not zeros:
             return
         counts = self._counts if self._counts is not None else Counter()
         counts.update(_keys(values))
-        self._settle(values)
-        self._counts = counts
-        del values[:]  # in place: a bound ``append`` stays this array's
-
-    def _settle(self, values: array[float]) -> None:
-        self.count += len(values)
-        top = max(values)
+        if zeros:
+            counts[0] += zeros  # 0.0's key
+        top = _top(values, zeros)
         if self.max is None or top > self.max:
             self.max = top
+        self.count += len(values) + zeros
+        self._counts = counts
+        del values[:]  # in place: a bound ``append`` stays this array's
+        self.zeros = 0
 
     def __len__(self) -> int:
-        return self.count + len(self.values)
+        return self.count + len(self.values) + self.zeros
 
     def percentile(self, q: float) -> float | None:
         """The q-th percentile: exact while every value is kept, else its key's smallest value."""
@@ -72,7 +80,7 @@ class Latencies:
         if not n:
             return None
         if self._counts is None:
-            return _interpolated(sorted(self.values), q)
+            return _interpolated(_sorted(self.values, self.zeros), q)
         self._fold()
         assert self._counts is not None
         rank, seen = round((n - 1) * q), 0
@@ -83,7 +91,7 @@ class Latencies:
         raise AssertionError("a rank past every count")
 
     def top(self) -> float | None:
-        kept = max(self.values) if self.values else None
+        kept = _top(self.values, self.zeros) if self.values or self.zeros else None
         if kept is None:
             return self.max
         return kept if self.max is None or kept > self.max else self.max
@@ -99,19 +107,35 @@ class Latencies:
             return self._summary[1]
         summary: dict[str, float | None] | None = None
         if n and self._counts is None:
-            summary = _exact(self.values)
+            summary = _exact(self.values, self.zeros)
         elif n:
             summary = {"p50": self.percentile(0.50), "p90": self.percentile(0.90), "max": self.top()}
         self._summary = (n, summary)
         return summary
 
 
-def _exact(values: array[float]) -> dict[str, float | None]:
-    """p50, p90 and max of every value, exactly: counted by value where they repeat (a storm's 60 s 429s, its
-    0 s 404s: a count is far cheaper than a sort), else sorted."""
+def _top(values: array[float], zeros: int) -> float:
+    top = max(values) if values else 0.0
+    return max(top, 0.0) if zeros else top
+
+
+def _sorted(values: array[float], zeros: int) -> list[float]:
+    """``values`` and ``zeros`` zeros, sorted."""
+    xs = sorted(values)
+    if zeros:
+        at = bisect_left(xs, 0.0)
+        xs[at:at] = repeat(0.0, zeros)
+    return xs
+
+
+def _exact(values: array[float], zeros: int = 0) -> dict[str, float | None]:
+    """p50, p90 and max of every value and ``zeros`` zeros, exactly: counted by value where they repeat (a
+    storm's 60 s 429s, its 0 s 404s: a count is far cheaper than a sort), else sorted."""
     counts = Counter(values)
-    if len(counts) * 4 > len(values):  # mostly distinct: a sort is the cheaper
-        xs = sorted(values)
+    if zeros:
+        counts[0.0] += zeros
+    if len(counts) * 4 > len(values) + zeros:  # mostly distinct: a sort is the cheaper
+        xs = _sorted(values, zeros)
         return {"p50": _interpolated(xs, 0.50), "p90": _interpolated(xs, 0.90), "max": xs[-1]}
     distinct = sorted(counts)
     cumulative, total = [], 0

@@ -29,7 +29,6 @@ import itertools
 from collections import deque
 from dataclasses import dataclass
 from heapq import heappop, heappush
-from itertools import repeat
 from typing import NamedTuple
 
 import simpy
@@ -83,7 +82,7 @@ class Parked:
     sandbox: Sandbox | None = None
     arrived: float = 0.0  # when its queued call reached the limiter
     number: int = 0  # and its arrival number (``limiter.ARRIVALS``)
-    end: float = 0.0  # when its queued call gives up
+    end: float = 0.0  # when its queued DEL gives up (containerd's timeout; an ADD's refusal is ``t``)
     weight: int = 0  # the slot weight it was given then
     mean: float = 0.0  # the mean processing time it read then
 
@@ -98,11 +97,12 @@ class Parking:
         self.max_wait = self.create.core.params.max_wait
         self.parked: dict[int, Parked] = {}  # by pod index
         self._due: list[tuple[float, int, Parked]] = []  # (t, key, pod): back-offs and queued DELs
-        # Queued ADDs by their refusal at max_wait: queued in time order, so refused in it, and kept out of
-        # the heap (half of a storm's steps). Merged with it by (t, key), the heap's own order.
-        self._refusals: deque[tuple[float, int, Parked]] = deque()
         # Parked calls in each limiter's semaphore, in arrival order (steps are played in time order).
         self._queued: dict[str, deque[tuple[float, int, Parked]]] = {CREATE: deque(), DELETE: deque()}
+        # Queued ADDs are their own refusals: max_wait after arrival, so in arrival order. One deque, kept out of
+        # the heap (half of a storm's steps), merged with it by (t, key), the heap's own order; a refusal played
+        # leaves endpoint-create's queue with it.
+        self._refusals = self._queued[CREATE]
         self._keys = itertools.count(1)
         self._time_scale = node.time_scale
         self._weights = (self.create.core.slot_weight, self.delete.core.slot_weight)
@@ -190,13 +190,15 @@ class Parking:
         delete_room = not limited_404 or self.delete.has_room()
         create, delete = self.create.core, self.delete.core
         keys, arrivals, intervals = self._keys, ARRIVALS, self.node.retry_intervals
-        queued_create, queued_delete = self._queued[CREATE], self._queued[DELETE]
+        queued_delete = self._queued[DELETE]
         teardown_s, time_scale, max_wait = self.teardown_s, self._time_scale, self.max_wait
         create_weight, delete_weight = self._weights
         create_mean, delete_mean = create.mean_processing, delete.mean_processing
         latency = self.node.latency
         add_latency, del_latency = latency.cni_add.values.append, latency.cni_del.values.append
-        add_429 = attempts = del_calls = del_404 = timeouts = create_played = delete_played = answered = 0
+        # Counted here; the rest follows from them: every ADD played is scheduled in endpoint-create, every DEL
+        # is a 404 at once or queued, and a 404 at once is scheduled and answered where it takes a slot.
+        add_429 = attempts = del_404 = del_queued = timeouts = 0
         while True:
             if refusals and refusals[0][0] < now and (not due or refusals[0] < due[0]):
                 t, key, p = refusals.popleft()
@@ -228,9 +230,8 @@ class Parking:
                 pod.rng.random()  # the back-off drawn (peeked) when the DEL was queued
                 step = DEL_STALE
             if step is not ADD:  # a DEL: answered 404 at once, or queued until containerd gives up
-                del_calls += 1
                 if not delete_room:
-                    delete_played += 1
+                    del_queued += 1
                     p.phase, p.arrived, p.number, p.end = step, t, next(arrivals), (end := t + teardown_s)
                     p.t = t = end + jitter(pod.rng.peek()) / time_scale
                     p.mean, p.weight = delete_mean, delete_weight
@@ -239,9 +240,6 @@ class Parking:
                     queued_delete.append((end, key, p))
                     continue
                 del_404 += 1  # no endpoint: 404 at once
-                if limited_404:  # scheduled and processed at once (``answer_at_once``)
-                    delete_played += 1
-                    answered += 1
                 if step is DEL_AFTER_ADD:  # a back-off; then the next sync
                     p.phase, p.step = WAIT, DEL_STALE if p.stale is not None else ADD
                     p.t = t = t + BACKOFF * (1.0 + pod.rng.random() * BACKOFF_JITTER) / time_scale  # ``backoff``
@@ -256,25 +254,24 @@ class Parking:
             pod.last_attempt_at = t
             p.sandbox = Sandbox(pod.index, pod.attempts)  # positional: half the cost of keywords
             attempts += 1
-            create_played += 1
             p.phase, p.arrived, p.number, p.t = ADD, t, next(arrivals), (end := t + max_wait)
-            p.end, p.mean, p.weight = end, create_mean, create_weight
+            p.mean, p.weight = create_mean, create_weight
             p.key = key = next(keys)
             refusals.append((end, key, p))
-            queued_create.append((end, key, p))
+        answered = del_404 if limited_404 else 0  # scheduled and processed at once (``answer_at_once``)
         c = self.node.counters
         c.add_429 += add_429
         c.add_attempts += attempts
-        c.del_calls += del_calls
+        c.del_calls += del_404 + del_queued
         c.del_404 += del_404
         c.del_timeouts += timeouts
         create.rejected += add_429  # ``refused()``
-        create.requests_scheduled += create_played  # ``schedule_played()``
-        delete.requests_scheduled += delete_played
+        create.requests_scheduled += attempts  # ``schedule_played()``
+        delete.requests_scheduled += del_queued + answered
         delete.requests_processed += answered  # ``answered_at_once()``
-        # Each 404 at once was a DEL of no time, and each one the limiter answered a wait of none: added in bulk.
-        latency.cni_del.values.extend(repeat(0.0, del_404))
-        self.delete.waits.values.extend(repeat(0.0, answered))
+        # Each 404 at once was a DEL of no time, and each one the limiter answered a wait of none: counted.
+        latency.cni_del.add_zeros(del_404)
+        self.delete.waits.add_zeros(answered)
 
     def finish(self) -> None:
         """At the end of a run: every step before now played, every DEL refused by now counted."""
@@ -376,11 +373,10 @@ class Parking:
             create = self.create.core
             create.requests_scheduled += 1  # ``schedule_played()``
             p.phase, p.arrived, p.t = ADD, now, (end := now + self.max_wait)
-            p.end, p.mean, p.weight, p.number = end, create.mean_processing, create.slot_weight, -1
+            p.mean, p.weight, p.number = create.mean_processing, create.slot_weight, -1
             self._unnumbered.append(p)
             p.key = key = next(self._keys)
             self._refusals.append((end, key, p))
-            self._queued[CREATE].append((end, key, p))
         else:  # the teardown's DEL: a back-off, then the next sync
             p.phase, p.step = WAIT, DEL_STALE if p.stale is not None else ADD
             p.t = t = now + backoff(pod.rng) / self._time_scale
@@ -464,7 +460,6 @@ class Parking:
                 call.wait_for_slot()
                 waiting[_limiter(p.phase)].append(call)
         self._due.clear()
-        self._refusals.clear()
         for queue, calls in waiting.items():
             self._queued[queue].clear()
             if calls:

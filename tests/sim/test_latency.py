@@ -57,6 +57,29 @@ def test_repeated_values_are_counted_not_sorted_and_give_the_same_percentiles() 
         assert figure.to_dict() == {"p50": percentile(pool, 0.5), "p90": percentile(pool, 0.9), "max": max(pool)}
 
 
+@pytest.mark.parametrize("exact", [1 << 20, 1 << 8], ids=["kept", "folded"])
+def test_zeros_counted_are_zeros_observed(monkeypatch: pytest.MonkeyPatch, exact: int) -> None:
+    """``add_zeros(n)`` (a storm's 404s, counted in bulk) is ``n`` times ``add(0.0)``, kept or folded."""
+    monkeypatch.setattr(latency, "EXACT", exact)
+    rng = random.Random(5)
+    for _ in range(60):
+        counted, observed = Latencies(), Latencies()
+        for _ in range(rng.randint(1, 12)):
+            zeros = rng.choice([0, 1, 3, rng.randint(0, 700)])
+            values = [rng.choice([0.0, 60.0, rng.random() * 90]) for _ in range(rng.randint(0, 300))]
+            for v in values:
+                counted.add(v)
+                observed.add(v)
+            counted.add_zeros(zeros)
+            for _ in range(zeros):
+                observed.add(0.0)
+            counted.fold()
+            observed.fold()
+        assert len(counted) == len(observed)
+        assert counted.to_dict() == observed.to_dict()
+        assert counted.top() == observed.top()
+
+
 def test_an_empty_figure_is_null() -> None:
     assert Latencies().to_dict() is None
 
