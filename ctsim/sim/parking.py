@@ -28,6 +28,7 @@ from __future__ import annotations
 import itertools
 from collections import deque
 from dataclasses import dataclass
+from enum import Enum
 from heapq import heappop, heappush
 from typing import NamedTuple
 
@@ -44,6 +45,15 @@ from ctsim.sim.semaphore import ARRIVALS, Waiter
 WAIT = BACK_OFF  # a parked pod's phase while it backs off until ``t``; then ``step``
 CREATE, DELETE = "endpoint-create", "endpoint-delete"  # the lazy queues
 CROWD = 200  # pods parked or waiting for a create slot: more than 4 slots of ~2 s each serve within max_wait
+
+
+class _Latest(Enum):
+    """``Parked.sandbox`` of a played ADD: its sandbox, made only when read (most are refused unread)."""
+
+    SANDBOX = "the pod's latest"
+
+
+LATEST = _Latest.SANDBOX
 
 
 def _limiter(phase: Step) -> str:
@@ -79,12 +89,19 @@ class Parked:
     step: Step  # the step after a WAIT
     t: float
     key: int = 0  # this position's entries in the heap and queues; older ones are dropped unread
-    sandbox: Sandbox | None = None
+    sandbox: Sandbox | _Latest | None = None  # LATEST: ``Sandbox(pod.index, pod.attempts)``, made when read
     arrived: float = 0.0  # when its queued call reached the limiter
     number: int = 0  # and its arrival number (``limiter.ARRIVALS``)
     end: float = 0.0  # when its queued DEL gives up (containerd's timeout; an ADD's refusal is ``t``)
     weight: int = 0  # the slot weight it was given then
     mean: float = 0.0  # the mean processing time it read then
+
+    def own_sandbox(self) -> Sandbox | None:
+        """The sandbox of its latest ADD (none before its first)."""
+        sandbox = self.sandbox
+        if sandbox is LATEST:
+            self.sandbox = sandbox = Sandbox(self.pod.index, self.pod.attempts)  # its attempts change only at an ADD
+        return sandbox
 
 
 class Parking:
@@ -110,6 +127,18 @@ class Parking:
         self.delete.semaphore.lazy = _LazyQueue(self, DELETE)
         self._wake_at: float | None = None
         self._unnumbered: list[Parked] = []  # ADDs played at a grant, numbered once this instant's arrivals are
+        # What ``settle`` reads on every call and that never changes (a figure's array keeps its identity).
+        latency = node.latency
+        self._fixed = (
+            self._keys,
+            node.retry_intervals.append,
+            self._queued[DELETE],
+            self.teardown_s,
+            self._time_scale,
+            self.max_wait,
+            latency.cni_add.values.append,
+            latency.cni_del.values.append,
+        )
         # How parking went (tests, benchmarks); ``answered``: grants answered without a process.
         self.parks = self.unparks = self.wakes = self.crowd_parks = self.answered = 0
 
@@ -183,19 +212,15 @@ class Parking:
         reads them until it returns, and nothing played here changes a limiter's state
         (``delete_room`` is the same for every step).
         """
-        due, refusals, now = self._due, self._refusals, self.env.now
+        due, refusals, now = self._due, self._refusals, self.env._now  # type: ignore[attr-defined]
         if first is None and (not due or due[0][0] >= now) and (not refusals or refusals[0][0] >= now):
             return
+        keys, retry_interval, queued_delete, teardown_s, time_scale, max_wait, add_latency, del_latency = self._fixed
         limited_404 = not self.node.delete_404_first  # up to 1.17 a missing endpoint's 404 takes a slot
         delete_room = not limited_404 or self.delete.has_room()
         create, delete = self.create.core, self.delete.core
-        keys, arrivals, intervals = self._keys, ARRIVALS, self.node.retry_intervals
-        queued_delete = self._queued[DELETE]
-        teardown_s, time_scale, max_wait = self.teardown_s, self._time_scale, self.max_wait
         create_weight, delete_weight = self._weights
         create_mean, delete_mean = create.mean_processing, delete.mean_processing
-        latency = self.node.latency
-        add_latency, del_latency = latency.cni_add.values.append, latency.cni_del.values.append
         # Counted here; the rest follows from them: every ADD played is scheduled in endpoint-create, every DEL
         # is a 404 at once or queued, and a 404 at once is scheduled and answered where it takes a slot.
         add_429 = attempts = del_404 = del_queued = timeouts = 0
@@ -218,6 +243,13 @@ class Parking:
                 add_429 += 1
                 add_latency(t - p.arrived)
                 pod.failures += 1
+                if delete_room:  # the storm's own loop: 404 at once, a back-off, then the next sync
+                    del_404 += 1
+                    p.phase, p.step = WAIT, DEL_STALE if p.stale is not None else ADD
+                    p.t = t = t + BACKOFF * (1.0 + pod.rng.random() * BACKOFF_JITTER) / time_scale  # ``backoff``
+                    p.key = key = next(keys)
+                    heappush(due, (t, key, p))
+                    continue
                 step = DEL_AFTER_ADD
             elif phase is WAIT:
                 step = p.step
@@ -225,14 +257,14 @@ class Parking:
                 timeouts += 1
                 del_latency(p.end - p.arrived)
                 if phase is DEL_AFTER_ADD:
-                    p.stale = p.sandbox
+                    p.stale = p.own_sandbox()
                 pod.stale_sandbox = True
                 pod.rng.random()  # the back-off drawn (peeked) when the DEL was queued
                 step = DEL_STALE
             if step is not ADD:  # a DEL: answered 404 at once, or queued until containerd gives up
                 if not delete_room:
                     del_queued += 1
-                    p.phase, p.arrived, p.number, p.end = step, t, next(arrivals), (end := t + teardown_s)
+                    p.phase, p.arrived, p.number, p.end = step, t, next(ARRIVALS), (end := t + teardown_s)
                     p.t = t = end + jitter(pod.rng.peek()) / time_scale
                     p.mean, p.weight = delete_mean, delete_weight
                     p.key = key = next(keys)
@@ -249,12 +281,11 @@ class Parking:
                 p.stale, pod.stale_sandbox = None, False
             # ADD, queued: endpoint-create has no free slot while anyone is parked
             if pod.attempts:
-                intervals.append(t - pod.last_attempt_at)
+                retry_interval(t - pod.last_attempt_at)
             pod.attempts += 1
             pod.last_attempt_at = t
-            p.sandbox = Sandbox(pod.index, pod.attempts)  # positional: half the cost of keywords
             attempts += 1
-            p.phase, p.arrived, p.number, p.t = ADD, t, next(arrivals), (end := t + max_wait)
+            p.phase, p.sandbox, p.arrived, p.number, p.t = ADD, LATEST, t, next(ARRIVALS), (end := t + max_wait)
             p.mean, p.weight = create_mean, create_weight
             p.key = key = next(keys)
             refusals.append((end, key, p))
@@ -270,8 +301,8 @@ class Parking:
         delete.requests_scheduled += del_queued + answered
         delete.requests_processed += answered  # ``answered_at_once()``
         # Each 404 at once was a DEL of no time, and each one the limiter answered a wait of none: counted.
-        latency.cni_del.add_zeros(del_404)
-        self.delete.waits.add_zeros(answered)
+        self.node.latency.cni_del.zeros += del_404
+        self.delete.waits.zeros += answered
 
     def finish(self) -> None:
         """At the end of a run: every step before now played, every DEL refused by now counted."""
@@ -286,7 +317,7 @@ class Parking:
         self.node.counters.del_timeouts += 1
         self.node.latency.cni_del.add(p.end - p.arrived)
         if p.phase is DEL_AFTER_ADD:
-            p.stale = p.sandbox
+            p.stale = p.own_sandbox()
         p.pod.stale_sandbox = True
         p.pod.rng.random()  # the back-off drawn (peeked) when the DEL was queued
         p.phase, p.step = WAIT, DEL_STALE
@@ -345,7 +376,7 @@ class Parking:
         """
         now = self.env.now
         delete = self.delete
-        sandbox = p.stale if p.phase is DEL_STALE else p.sandbox
+        sandbox = p.stale if p.phase is DEL_STALE else p.own_sandbox()
         if (
             delete.core.bucket is not None
             or delete.granted_at == now
@@ -368,7 +399,7 @@ class Parking:
                 self.node.retry_intervals.append(now - pod.last_attempt_at)
             pod.attempts += 1
             pod.last_attempt_at = now
-            p.sandbox = Sandbox(pod.index, pod.attempts)
+            p.sandbox = LATEST
             counters.add_attempts += 1
             create = self.create.core
             create.requests_scheduled += 1  # ``schedule_played()``
@@ -474,13 +505,13 @@ class Parking:
         if p.phase is not WAIT and p.phase is not ADD and p.end < self.env.now:
             self._time_out(p)
         if p.phase is WAIT:
-            resume = Resume(p.step, p.stale, p.sandbox)
+            resume = Resume(p.step, p.stale, p.own_sandbox())
             if p.t > self.env.now:  # its back-off's own timer: the pod goes on in that step, as it would have
                 timeout_at(self.env, p.t).callbacks.append(lambda _: fire_now(p.event, resume))  # type: ignore[union-attr]
             else:
                 p.event.succeed(resume)
             return None
-        sandbox = p.stale if p.phase is DEL_STALE else p.sandbox
+        sandbox = p.stale if p.phase is DEL_STALE else p.own_sandbox()
         assert sandbox is not None
         arrived = Arrived((p.arrived, p.number), p.weight, p.mean)
         if p.phase is ADD:
@@ -488,7 +519,7 @@ class Parking:
         else:
             call = del_call(self.node, sandbox, arrived)
         # The pod waits on its call again: it wakes in the step the call ends, as its process would have.
-        resume = Resume(p.phase, p.stale, p.sandbox, call=call)
+        resume = Resume(p.phase, p.stale, p.own_sandbox(), call=call)
         call.callbacks.append(lambda _: fire_now(p.event, resume))  # type: ignore[union-attr]
         return call
 
