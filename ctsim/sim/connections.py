@@ -93,16 +93,13 @@ class ConnectionChurn:
     def _due(self, limit: float, include: bool) -> int:
         """How many of ``origin + j * step`` (j from 0) are before ``limit``, or at it if ``include``."""
         origin, step = self.origin, self.step
-
-        def due(j: int) -> bool:
-            t = origin + j * step
-            return t < limit or (include and t == limit)
-
-        if not due(0):
+        # Connection j is due while ``origin + j * step`` is before the limit, or at it if ``include``; written
+        # out (no helper): a GC pass reads every map, so this runs for each of them at every pass.
+        if not (origin < limit or (include and origin == limit)):
             return 0
         n = math.floor((limit - origin) / step) + 1  # the exact float comparison decides at the edge
-        while n > 1 and not due(n - 1):
+        while n > 1 and not ((t := origin + (n - 1) * step) < limit or (include and t == limit)):
             n -= 1
-        while due(n):
+        while (t := origin + n * step) < limit or (include and t == limit):
             n += 1
         return n

@@ -19,7 +19,6 @@ import math
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from fractions import Fraction
 
 NEVER = float("inf")
 
@@ -42,10 +41,6 @@ class Run:
     def expiry(self, i: int) -> float:
         """The expiry of cohort ``i``, in the floats every read uses."""
         return (self.t0 + (self.i0 + i) * self.step) + self.lifetime
-
-    def exact_expiry(self, i: int) -> Fraction:
-        """The same, without rounding: what an eviction compares with the instant of the arrival that pushes it out."""
-        return Fraction(self.t0) + (self.i0 + i) * Fraction(self.step) + Fraction(self.lifetime)
 
     @property
     def entries(self) -> int:
@@ -86,26 +81,35 @@ class Arrivals:
     def live_among(self, run: Run, q0: int, take: int) -> int:
         """Of ``run``'s oldest ``take`` entries, pushed out by arrivals ``q0, q0+1, ...``, how many had not expired.
 
-        Compared exactly (rationals of the floats), so the answer is the one
-        entry-by-entry comparison would give, at any scale.
+        Compared exactly (the floats as integers over one power of two), so
+        the answer is the one entry-by-entry comparison would give, at any
+        scale. An entry's expiry is ``t0 + (i0 + i) * step + lifetime``
+        without rounding, as is an arrival's instant; ``step`` is positive.
         """
         if take <= 0:
             return 0
-        t, s = Fraction(self.t0), Fraction(self.step)
+        if run.n == 1 and not math.isfinite(run.t0):  # a cohort that never expires, or always has
+            return take if run.t0 > 0 else 0
+        t, s, t0, step, lifetime = _scaled(self.t0, self.step, run.t0, run.step, run.lifetime)
+        expiry = t0 + run.i0 * step + lifetime  # of the run's oldest entry
         if run.n == 1:  # one cohort: its entries share an expiry
-            if not math.isfinite(run.t0):
-                return take if run.t0 > 0 else 0
-            # arrival q is before the expiry while t + (i0 + q) * s < e
-            x = (run.exact_expiry(0) - t) / s - self.i0
-            return min(max(math.ceil(x) - q0, 0), take)
+            # arrival q is before it while t + (i0 + q) * s < expiry: q < ceil((expiry - t) / s) - i0
+            return min(max(-((t - expiry) // s) - self.i0 - q0, 0), take)
         # a churn run, single connections: entry c (from 0) is live while g0 + c * d > 0
-        g0 = run.exact_expiry(0) - (t + (self.i0 + q0) * s)
-        d = Fraction(run.step) - s
+        g0 = expiry - (t + (self.i0 + q0) * s)
+        d = step - s
         if d == 0:
             return take if g0 > 0 else 0
-        if d > 0:
-            return take - min(max(math.floor(-g0 / d) + 1, 0), take)
-        return min(max(math.ceil(g0 / -d), 0), take)
+        if d > 0:  # live from the first c > -g0 / d
+            return take - min(max(-g0 // d + 1, 0), take)
+        return min(max(-(-g0 // -d), 0), take)  # live below ceil(g0 / -d)
+
+
+def _scaled(*xs: float) -> list[int]:
+    """Finite floats as integers over their largest denominator (a power of two): sums and products stay exact."""
+    ratios = [x.as_integer_ratio() for x in xs]
+    bits = max(d.bit_length() for _, d in ratios)
+    return [n << (bits - d.bit_length()) for n, d in ratios]
 
 
 @dataclass
